@@ -1,0 +1,28 @@
+//! etcd-charm: a Juju machine charm for etcd, and `jujusim`, a local Juju
+//! model that runs it against real etcd.
+//!
+//! # Layout
+//! - `context`   — which hook or action Juju is running, and the frozen JUJU_* context.
+//! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
+//! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
+//! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
+//! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
+//! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
+//! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
+//! - `etcd`      — talking to the live cluster (health, members, membership changes).
+//! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
+//! - `sim`       — jujusim, a generic local Juju model (no etcd knowledge inside).
+//! - `cli`       — what a person gets when running the binary outside a hook.
+
+pub mod charm;
+pub mod cli;
+pub mod context;
+pub mod error;
+pub mod etcd;
+pub mod hooktools;
+pub mod layout;
+pub mod paths;
+pub mod render;
+pub mod service;
+pub mod sim;
+pub mod wal;
