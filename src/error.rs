@@ -15,9 +15,17 @@ pub enum Error {
     Render(RenderError),
     Service(ServiceError),
     Wal(WalError),
-    Io { path: PathBuf, op: &'static str, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
     /// A call to the live cluster failed; `endpoint` is who we asked.
-    Etcd { endpoint: String, op: String, message: String },
+    Etcd {
+        endpoint: String,
+        op: String,
+        message: String,
+    },
     /// Bad input an operator must fix: becomes a `blocked` status.
     Blocked(String),
     Other(String),
@@ -32,7 +40,11 @@ impl std::fmt::Display for Error {
             Error::Service(e) => write!(f, "etcd service {e}"),
             Error::Wal(e) => write!(f, "reading WAL {e}"),
             Error::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
-            Error::Etcd { endpoint, op, message } => write!(f, "etcd {op} at {endpoint}: {message}"),
+            Error::Etcd {
+                endpoint,
+                op,
+                message,
+            } => write!(f, "etcd {op} at {endpoint}: {message}"),
             Error::Blocked(m) => write!(f, "{m}"),
             Error::Other(m) => write!(f, "{m}"),
         }
@@ -42,19 +54,29 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl From<ContextError> for Error {
-    fn from(e: ContextError) -> Self { Error::Context(e) }
+    fn from(e: ContextError) -> Self {
+        Error::Context(e)
+    }
 }
 impl From<HookToolError> for Error {
-    fn from(e: HookToolError) -> Self { Error::HookTool(e) }
+    fn from(e: HookToolError) -> Self {
+        Error::HookTool(e)
+    }
 }
 impl From<RenderError> for Error {
-    fn from(e: RenderError) -> Self { Error::Render(e) }
+    fn from(e: RenderError) -> Self {
+        Error::Render(e)
+    }
 }
 impl From<ServiceError> for Error {
-    fn from(e: ServiceError) -> Self { Error::Service(e) }
+    fn from(e: ServiceError) -> Self {
+        Error::Service(e)
+    }
 }
 impl From<WalError> for Error {
-    fn from(e: WalError) -> Self { Error::Wal(e) }
+    fn from(e: WalError) -> Self {
+        Error::Wal(e)
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1,1 +1,216 @@
-//! The live cluster.
+//! Talking to the live cluster through etcd-client: who the members are,
+//! whether they are healthy, and one membership change at a time.
+//!
+//! etcd-client load-balances over the endpoints it is given, so anything
+//! about one member (status, its own view) connects to that endpoint alone.
+
+use crate::error::{Error, Result};
+use etcd_client::{Client, ConnectOptions, MemberAddOptions};
+use std::future::Future;
+use std::time::Duration;
+
+/// How long one RPC (including connecting) may take before we call the
+/// endpoint unreachable. Hooks must not hang on a dead peer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: u64,
+    /// Empty until the member has started for the first time.
+    pub name: String,
+    pub peer_urls: Vec<String>,
+    pub client_urls: Vec<String>,
+    pub is_learner: bool,
+}
+
+/// What one member says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub member_id: u64,
+    pub cluster_id: u64,
+    /// The raft leader's member ID, 0 when there is none.
+    pub leader: u64,
+    pub version: String,
+    pub raft_index: u64,
+    pub is_learner: bool,
+    pub errors: Vec<String>,
+}
+
+/// The cluster as one reachable member sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub endpoint: String,
+    pub status: MemberStatus,
+    pub members: Vec<Member>,
+}
+
+impl ClusterView {
+    pub fn cluster_id(&self) -> u64 {
+        self.status.cluster_id
+    }
+
+    pub fn by_peer_url(&self, url: &str) -> Option<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.peer_urls.iter().any(|u| u == url))
+    }
+
+    pub fn by_id(&self, id: u64) -> Option<&Member> {
+        self.members.iter().find(|m| m.id == id)
+    }
+
+    pub fn voters(&self) -> usize {
+        self.members.iter().filter(|m| !m.is_learner).count()
+    }
+}
+
+fn etcd_err(endpoint: &str, op: &str, e: impl std::fmt::Display) -> Error {
+    Error::Etcd {
+        endpoint: endpoint.to_string(),
+        op: op.to_string(),
+        message: e.to_string(),
+    }
+}
+
+async fn bounded<T, E: std::fmt::Display>(
+    endpoint: &str,
+    op: &str,
+    fut: impl Future<Output = std::result::Result<T, E>>,
+) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(etcd_err(endpoint, op, e)),
+        Err(_) => Err(etcd_err(
+            endpoint,
+            op,
+            format!("no answer within {:?}", CALL_TIMEOUT),
+        )),
+    }
+}
+
+async fn connect(endpoints: &[String]) -> Result<Client> {
+    let label = endpoints.join(",");
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(CALL_TIMEOUT)
+        .with_timeout(CALL_TIMEOUT);
+    bounded(
+        &label,
+        "connect",
+        Client::connect(endpoints.to_vec(), Some(opts)),
+    )
+    .await
+}
+
+fn member_from(m: &etcd_client::Member) -> Member {
+    Member {
+        id: m.id(),
+        name: m.name().to_string(),
+        peer_urls: m.peer_urls().to_vec(),
+        client_urls: m.client_urls().to_vec(),
+        is_learner: m.is_learner(),
+    }
+}
+
+/// Status of the one member at `endpoint`.
+pub async fn member_status(endpoint: &str) -> Result<MemberStatus> {
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let s = bounded(endpoint, "status", c.status()).await?;
+    let h = s.header();
+    Ok(MemberStatus {
+        member_id: h.map(|h| h.member_id()).unwrap_or(0),
+        cluster_id: h.map(|h| h.cluster_id()).unwrap_or(0),
+        leader: s.leader(),
+        version: s.version().to_string(),
+        raft_index: s.raft_index(),
+        is_learner: s.is_learner(),
+        errors: s.errors().to_vec(),
+    })
+}
+
+/// The member list as `endpoint` sees it, with that member's status.
+pub async fn view_from(endpoint: &str) -> Result<ClusterView> {
+    let status = member_status(endpoint).await?;
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let list = bounded(endpoint, "member list", c.member_list()).await?;
+    Ok(ClusterView {
+        endpoint: endpoint.to_string(),
+        status,
+        members: list.members().iter().map(member_from).collect(),
+    })
+}
+
+/// The first endpoint that answers, tried in order. A learner cannot serve
+/// member list reliably, so voters are preferred when one answers.
+pub async fn view(endpoints: &[String]) -> Result<ClusterView> {
+    let mut last = None;
+    let mut learner_view = None;
+    for ep in endpoints {
+        match view_from(ep).await {
+            Ok(v) if v.status.is_learner => learner_view = Some(v),
+            Ok(v) => return Ok(v),
+            Err(e) => last = Some(e),
+        }
+    }
+    learner_view
+        .ok_or_else(|| last.unwrap_or_else(|| Error::Other("no etcd endpoints to ask".into())))
+}
+
+/// `member add --learner`. Returns the new member's ID.
+pub async fn add_learner(endpoints: &[String], peer_url: &str) -> Result<u64> {
+    let label = endpoints.join(",");
+    let mut c = connect(endpoints).await?;
+    let r = bounded(
+        &label,
+        &format!("member add --learner {peer_url}"),
+        c.member_add([peer_url], Some(MemberAddOptions::new().with_is_learner())),
+    )
+    .await?;
+    r.member()
+        .map(|m| m.id())
+        .ok_or_else(|| etcd_err(&label, "member add", "response named no member"))
+}
+
+pub async fn promote(endpoints: &[String], id: u64) -> Result<()> {
+    let label = endpoints.join(",");
+    let mut c = connect(endpoints).await?;
+    bounded(
+        &label,
+        &format!("member promote {id:x}"),
+        c.member_promote(id),
+    )
+    .await
+    .map(|_| ())
+}
+
+pub async fn remove(endpoints: &[String], id: u64) -> Result<()> {
+    let label = endpoints.join(",");
+    let mut c = connect(endpoints).await?;
+    bounded(
+        &label,
+        &format!("member remove {id:x}"),
+        c.member_remove(id),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Asks the raft leader (which must be `leader_endpoint`) to hand over.
+pub async fn move_leader(leader_endpoint: &str, target: u64) -> Result<()> {
+    let mut c = connect(&[leader_endpoint.to_string()]).await?;
+    bounded(
+        leader_endpoint,
+        &format!("move-leader {target:x}"),
+        c.move_leader(target),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Runs an async etcd call from synchronous hook code.
+pub fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?
+        .block_on(fut)
+}

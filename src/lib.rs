@@ -19,6 +19,7 @@ pub mod cli;
 pub mod context;
 pub mod error;
 pub mod etcd;
+pub mod failpoint;
 pub mod hooktools;
 pub mod layout;
 pub mod paths;

@@ -1,1 +1,43 @@
-fn main() {}
+//! `etcd-charm`: a Juju hook when Juju runs it, a CLI when a person does.
+
+use clap::Parser;
+use etcd_charm::cli::{Cli, Command};
+use etcd_charm::context::HookContext;
+use etcd_charm::paths::Paths;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let argv0 = args.first().cloned().unwrap_or_default();
+    // Juju never passes arguments to a hook: arguments mean a person (or
+    // jujusim's dry run) is asking for a subcommand.
+    if args.len() <= 1 {
+        let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+        match HookContext::from_env(&env, &argv0) {
+            Ok(Some(ctx)) => return etcd_charm::charm::run_hook(&ctx),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("etcd-charm: incomplete Juju hook environment: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let cli = Cli::parse();
+    etcd_charm::charm::logging::init_cli();
+    let paths = Paths::from_env();
+    match cli.command {
+        Command::Guard => match etcd_charm::layout::start_guard(&paths) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("etcd-charm guard: refusing to start etcd: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Supervise => {
+            let bin = std::env::var_os("ETCD_BIN")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| "etcd".into());
+            etcd_charm::service::supervise(&paths, &bin)
+        }
+    }
+}

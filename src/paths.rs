@@ -113,6 +113,9 @@ mod tests {
             p.unhost(p.data_dir()),
             PathBuf::from("/var/snap/etcd/current")
         );
-        assert_eq!(Paths::new("/").data_dir(), PathBuf::from("/var/snap/etcd/current"));
+        assert_eq!(
+            Paths::new("/").data_dir(),
+            PathBuf::from("/var/snap/etcd/current")
+        );
     }
 }

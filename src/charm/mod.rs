@@ -1,1 +1,137 @@
-//! The reconcile loop.
+//! The reconcile loop every hook runs: observe → plan → apply, repeated
+//! while a pass made progress (bounded), then one status by priority.
+
+pub mod apply;
+pub mod config;
+pub mod logging;
+pub mod observe;
+pub mod plan;
+pub mod token;
+
+use crate::context::{Event, HookContext};
+use crate::error::Result;
+use crate::hooktools::{HookTools, StatusKind};
+use crate::paths::Paths;
+use crate::service::{Backend, Service};
+use std::process::ExitCode;
+use tracing::{error, info};
+
+/// A pass that changed something is followed by another, so a leader can
+/// add itself, start, and promote in one hook; bounded.
+const MAX_PASSES: usize = 4;
+
+/// Picks the status a hook ends on: blocked > maintenance > waiting > active.
+pub fn final_status(
+    found: &[(StatusKind, String)],
+    healthy: Option<usize>,
+) -> (StatusKind, String) {
+    if let Some(s) = found.iter().max_by_key(|(k, _)| *k) {
+        return s.clone();
+    }
+    match healthy {
+        Some(n) => (
+            StatusKind::Active,
+            format!(
+                "Healthy with {n} known peer{}",
+                if n == 1 { "" } else { "s" }
+            ),
+        ),
+        None => (
+            StatusKind::Waiting,
+            "Waiting for etcd to become healthy".into(),
+        ),
+    }
+}
+
+/// Runs one hook. Errors are logged and make the hook fail (Juju retries);
+/// operator-fixable problems end as a blocked status with exit 0.
+pub fn run_hook(ctx: &HookContext) -> ExitCode {
+    let tools = HookTools::new();
+    logging::init(&tools);
+    info!("hook {} on {}", ctx.event.name(), ctx.unit_name);
+    if matches!(ctx.event, Event::Other(_) | Event::Storage { .. }) {
+        return ExitCode::SUCCESS;
+    }
+    if let Event::Action(name) = &ctx.event {
+        let _ = tools.action_fail(&format!("action {name} is not implemented yet"));
+        return ExitCode::SUCCESS;
+    }
+    match reconcile(ctx, &tools) {
+        Ok((kind, msg)) => {
+            if let Err(e) = tools.status_set(kind, &msg) {
+                error!("{e}");
+                return ExitCode::FAILURE;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("hook {} failed: {e}", ctx.event.name());
+            eprintln!("etcd-charm: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String)> {
+    let paths = Paths::from_env();
+    let mut found = Vec::new();
+    for pass in 1..=MAX_PASSES {
+        let channel = tools
+            .config_get()
+            .ok()
+            .and_then(|m| {
+                m.get("channel")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "3.4/stable".into());
+        let service = Service::from_env(paths.clone(), &channel);
+        let o = observe::observe(ctx, tools, &paths, &service)?;
+        let dropin = match service.backend {
+            Backend::Snap { .. } => Some(crate::render::render_dropin(&crate::render::DropIn {
+                charm_binary: ctx.charm_dir.join("bin/etcd-charm"),
+                root: paths.root().to_path_buf(),
+            })),
+            Backend::Direct { .. } => None,
+        };
+        let p = plan::plan(&o, &paths, dropin);
+        let done = p.steps.is_empty()
+            || p.steps.iter().all(|s| {
+                matches!(
+                    s,
+                    plan::Step::OpenPort(_) | plan::Step::SetVersion(_) | plan::Step::Publish(_)
+                )
+            });
+        info!("pass {pass}: {} step(s)", p.steps.len());
+        let applier = apply::Applier {
+            tools,
+            paths: &paths,
+            service: &service,
+            observed: &o,
+        };
+        let out = applier.apply(&p.steps)?;
+        found = p.status;
+        found.extend(out.status);
+        if done || !found.is_empty() || pass == MAX_PASSES {
+            let healthy = healthy_peers(&o, &service);
+            return Ok(final_status(&found, healthy));
+        }
+    }
+    Ok(final_status(&found, None))
+}
+
+/// N from the live member list, when this unit's member is a started voter.
+fn healthy_peers(o: &observe::Observed, service: &Service) -> Option<usize> {
+    if !service.is_active().unwrap_or(false) {
+        return None;
+    }
+    let c = o.config.as_ref().ok()?;
+    let v = crate::etcd::block_on(crate::etcd::view_from(&plan::client_url(o, c))).ok()?;
+    if v.status.is_learner || v.status.leader == 0 {
+        return None;
+    }
+    Some(v.members.len())
+}
+
+#[cfg(test)]
+mod plan_tests;

@@ -1,0 +1,431 @@
+//! Apply: performs a plan's steps in order; the only code that changes the
+//! unit, the model or the cluster. Membership changes retry within the hook,
+//! with a bound, because etcd refuses them for a few seconds after the last.
+
+use super::observe::Observed;
+use super::plan::{self, Step};
+use crate::error::{io, Error, Result};
+use crate::etcd::{self, ClusterView};
+use crate::hooktools::{Databag, HookTools, StatusKind};
+use crate::paths::Paths;
+use crate::service::{Installed, Service};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::{info, warn};
+
+/// How long a membership change may keep being refused before the hook
+/// gives up (and is retried by Juju).
+const MEMBERSHIP_RETRY: Duration = Duration::from_secs(40);
+const MEMBER_UP: Duration = Duration::from_secs(60);
+
+pub struct Applier<'a> {
+    pub tools: &'a HookTools,
+    pub paths: &'a Paths,
+    pub service: &'a Service,
+    pub observed: &'a Observed,
+}
+
+/// What apply learned that the final status must say.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub status: Vec<(StatusKind, String)>,
+}
+
+impl Applier<'_> {
+    pub fn apply(&self, steps: &[Step]) -> Result<Outcome> {
+        let mut out = Outcome::default();
+        for step in steps {
+            info!("step: {step}");
+            if let Some(status) = self.step(step)? {
+                warn!("step {step} stopped: {}", status.1);
+                out.status.push(status);
+                break;
+            }
+            crate::failpoint::hit(&format!("after:{}", step_key(step)));
+        }
+        Ok(out)
+    }
+
+    fn relation(&self) -> Option<&str> {
+        self.observed.peer_relation.as_deref()
+    }
+
+    fn endpoints(&self) -> Vec<String> {
+        let o = self.observed;
+        let mut eps = Vec::new();
+        if let Ok(c) = &o.config {
+            eps.push(plan::client_url(o, c));
+        }
+        eps.extend(
+            o.peers
+                .values()
+                .filter_map(|b| b.get("client-url").cloned()),
+        );
+        eps
+    }
+
+    /// Ok(Some(status)) stops the plan with that status; Err fails the hook.
+    fn step(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
+        match step {
+            Step::InstallEtcd => {
+                self.tools
+                    .status_set(StatusKind::Maintenance, "Installing etcd")?;
+                match self.service.install()? {
+                    Installed::Ready { version } => info!("etcd {version} is installed"),
+                    Installed::Missing { reason } => {
+                        return Ok(Some((
+                            StatusKind::Blocked,
+                            format!("etcd cannot run: {reason}"),
+                        )))
+                    }
+                }
+            }
+            Step::WriteDropIn(text) => write_atomic(&self.paths.systemd_dropin(), text)?,
+            Step::SetLeaderData(d) => self.set_leader_data(d)?,
+            Step::Publish(d) => {
+                if let Some(rel) = self.relation() {
+                    self.tools.relation_set(rel, d)?;
+                }
+            }
+            Step::WriteConfig { text, .. } => write_atomic(&self.paths.config_file(), text)?,
+            Step::StartEtcd => self.service.start()?,
+            Step::RestartEtcd => self.service.restart()?,
+            Step::StopEtcd => self.service.stop()?,
+            Step::WaitMember => return self.wait_member(),
+            Step::RecordCluster => self.record_cluster()?,
+            Step::AddMember { name, peer_url } => self.add_member(name, peer_url)?,
+            Step::Promote { name, id } => self.promote(name, *id)?,
+            Step::RemoveMember { name, id } => return self.remove_member(name, *id),
+            Step::MoveDataAside { data_dir, reason } => {
+                let to = move_aside(data_dir, reason)?;
+                warn!(
+                    "moved {}/member to {} ({reason})",
+                    data_dir.display(),
+                    to.display()
+                );
+            }
+            Step::OpenPort(p) => self.tools.open_port(*p)?,
+            Step::SetVersion(v) => self.tools.application_version_set(v)?,
+        }
+        Ok(None)
+    }
+
+    /// Leadership data goes to the peer app databag, and to leader-set while
+    /// the running Juju still has it (contract: "Leadership data and Juju 4").
+    fn set_leader_data(&self, d: &Databag) -> Result<()> {
+        if let Some(rel) = self.relation() {
+            self.tools.relation_set_app(rel, d)?;
+        }
+        if self.observed.has_leader_tools {
+            self.tools.leader_set(d)?;
+        }
+        Ok(())
+    }
+
+    fn own_endpoint(&self) -> Result<String> {
+        let o = self.observed;
+        o.config
+            .as_ref()
+            .map(|c| plan::client_url(o, c))
+            .map_err(|e| Error::Blocked(e.clone()))
+    }
+
+    fn wait_member(&self) -> Result<Option<(StatusKind, String)>> {
+        let ep = self.own_endpoint()?;
+        let start = Instant::now();
+        loop {
+            match etcd::block_on(etcd::member_status(&ep)) {
+                Ok(s) if s.leader != 0 || s.is_learner => return Ok(None),
+                Ok(_) => {}
+                Err(e) if start.elapsed() > MEMBER_UP => {
+                    let tail = self.service.log_tail(5);
+                    return Err(Error::Other(format!(
+                        "etcd at {ep} did not answer within {MEMBER_UP:?}: {e}; log tail: {tail}"
+                    )));
+                }
+                Err(_) => {}
+            }
+            if !self.service.is_active().unwrap_or(false) {
+                let tail = self.service.log_tail(5);
+                return Ok(Some((
+                    StatusKind::Blocked,
+                    format!("etcd exited after start: {}", last_line(&tail)),
+                )));
+            }
+            if start.elapsed() > MEMBER_UP {
+                return Ok(Some((
+                    StatusKind::Waiting,
+                    format!("Waiting for etcd at {ep} to elect a leader"),
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn view(&self) -> Result<ClusterView> {
+        let ep = self.own_endpoint()?;
+        match etcd::block_on(etcd::view_from(&ep)) {
+            Ok(v) if !v.status.is_learner => Ok(v),
+            _ => etcd::block_on(etcd::view(&self.endpoints())),
+        }
+    }
+
+    fn record_cluster(&self) -> Result<()> {
+        let v = self.view()?;
+        let voters: Vec<String> = v
+            .members
+            .iter()
+            .filter(|m| !m.is_learner && !m.name.is_empty())
+            .map(|m| {
+                format!(
+                    "{}={}",
+                    m.name,
+                    m.peer_urls.first().cloned().unwrap_or_default()
+                )
+            })
+            .collect();
+        let mut d = Databag::new();
+        d.insert(plan::CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
+        d.insert(plan::CLUSTER.into(), voters.join(","));
+        if let Ok(c) = &self.observed.config {
+            d.insert("leader_address".into(), plan::client_url(self.observed, c));
+        }
+        self.set_leader_data(&d)
+    }
+
+    /// Idempotent: a member already listed under this peer URL is reused,
+    /// which also covers an add whose response was lost.
+    fn add_member(&self, name: &str, peer_url: &str) -> Result<()> {
+        let start = Instant::now();
+        let id = loop {
+            let v = self.view()?;
+            if let Some(m) = v.by_peer_url(peer_url) {
+                break m.id;
+            }
+            match etcd::block_on(etcd::add_learner(&self.endpoints(), peer_url)) {
+                Ok(id) => break id,
+                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
+                    info!("member add {name} refused, retrying: {e}");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let v = self.view()?;
+        let mut initial: Vec<String> = v
+            .members
+            .iter()
+            .filter(|m| !m.name.is_empty())
+            .map(|m| {
+                format!(
+                    "{}={}",
+                    m.name,
+                    m.peer_urls.first().cloned().unwrap_or_default()
+                )
+            })
+            .collect();
+        initial.push(format!("{name}={peer_url}"));
+        let mut d = Databag::new();
+        d.insert(
+            format!("{}{name}", plan::JOIN_PREFIX),
+            plan::format_join(id, &initial.join(",")),
+        );
+        self.set_leader_data(&d)
+    }
+
+    /// Every failed promote is a raft proposal: back off between attempts.
+    fn promote(&self, name: &str, id: u64) -> Result<()> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(300);
+        loop {
+            match etcd::block_on(etcd::promote(&self.endpoints(), id)) {
+                Ok(()) => {
+                    info!("promoted {name} ({id:x})");
+                    return Ok(());
+                }
+                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
+                    info!("promote {name} not yet possible: {e}");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(4));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn remove_member(&self, name: &str, id: u64) -> Result<Option<(StatusKind, String)>> {
+        let v = match self.view() {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Some((
+                    StatusKind::Waiting,
+                    format!("Waiting for a healthy cluster to remove {name}: {e}"),
+                )))
+            }
+        };
+        let Some(target) = v.by_id(id).cloned() else {
+            return Ok(None);
+        };
+        // Quorum after removal: the remaining voters that answer must be a majority.
+        let remaining: Vec<_> = v
+            .members
+            .iter()
+            .filter(|m| m.id != id && !m.is_learner)
+            .collect();
+        let healthy = remaining
+            .iter()
+            .filter(|m| {
+                m.client_urls
+                    .first()
+                    .is_some_and(|u| etcd::block_on(etcd::member_status(u)).is_ok())
+            })
+            .count();
+        if !target.is_learner && (remaining.is_empty() || healthy < remaining.len() / 2 + 1) {
+            return Ok(Some((
+                StatusKind::Blocked,
+                format!(
+                    "removing {name} would leave {healthy} of {} remaining members healthy (no quorum); restore the failed members first",
+                    remaining.len()
+                ),
+            )));
+        }
+        if v.status.leader == id {
+            if let Some(to) = remaining.iter().find(|m| !m.name.is_empty()) {
+                if let Some(ep) = target.client_urls.first() {
+                    info!("moving raft leadership from {name} to {}", to.name);
+                    etcd::block_on(etcd::move_leader(ep, to.id))?;
+                }
+            }
+        }
+        let eps: Vec<String> = remaining
+            .iter()
+            .filter_map(|m| m.client_urls.first().cloned())
+            .collect();
+        let start = Instant::now();
+        loop {
+            match etcd::block_on(etcd::remove(&eps, id)) {
+                Ok(()) => break,
+                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
+                    info!("member remove {name} refused, retrying: {e}");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        info!("removed member {name} ({id:x})");
+        if self.observed.is_leader {
+            let mut d = Databag::new();
+            d.insert(format!("{}{name}", plan::JOIN_PREFIX), String::new());
+            self.set_leader_data(&d)?;
+        }
+        Ok(None)
+    }
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .last()
+        .unwrap_or("no log")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// A failpoint name per step kind, stable across runs.
+fn step_key(s: &Step) -> &'static str {
+    match s {
+        Step::InstallEtcd => "install",
+        Step::WriteDropIn(_) => "write-dropin",
+        Step::SetLeaderData(_) => "set-leader-data",
+        Step::Publish(_) => "publish",
+        Step::WriteConfig { .. } => "write-config",
+        Step::StartEtcd => "start",
+        Step::RestartEtcd => "restart",
+        Step::StopEtcd => "stop",
+        Step::WaitMember => "wait-member",
+        Step::RecordCluster => "record-cluster",
+        Step::AddMember { .. } => "add-member",
+        Step::Promote { .. } => "promote",
+        Step::RemoveMember { .. } => "remove-member",
+        Step::MoveDataAside { .. } => "move-aside",
+        Step::OpenPort(_) => "open-port",
+        Step::SetVersion(_) => "set-version",
+    }
+}
+
+/// Write to a temp file beside the target, fsync, rename: a crash leaves
+/// the old file or the new one, never half of either.
+pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    let tmp = path.with_extension("tmp-etcd-charm");
+    let mut f = std::fs::File::create(&tmp).map_err(io("creating", &tmp))?;
+    f.write_all(text.as_bytes()).map_err(io("writing", &tmp))?;
+    f.sync_all().map_err(io("syncing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("renaming into place", path))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// `2026-11-29T17-40-05Z`, for backup names (no clock crate needed).
+pub fn utc_stamp(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Moves `<data_dir>/member` to `<data_dir>/member.backup-<stamp>`: never
+/// deleted (rule 4), and etcd only ever looks at `member/`.
+pub fn move_aside(data_dir: &Path, reason: &str) -> Result<std::path::PathBuf> {
+    let from = data_dir.join("member");
+    let to = data_dir.join(format!("member.backup-{}", utc_stamp(SystemTime::now())));
+    std::fs::rename(&from, &to).map_err(io("moving aside", &from))?;
+    let note = to.join("WHY");
+    let _ = std::fs::write(&note, format!("{reason}\n"));
+    Ok(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamp_formats_known_instants() {
+        assert_eq!(utc_stamp(UNIX_EPOCH), "1970-01-01T00-00-00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_974_005);
+        assert_eq!(utc_stamp(t), "2026-11-29T17-40-05Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(utc_stamp(leap), "2000-02-29T00-00-00Z");
+    }
+
+    #[test]
+    fn move_aside_keeps_the_member() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("member/wal")).unwrap();
+        std::fs::write(d.path().join("member/wal/x.wal"), b"x").unwrap();
+        let to = move_aside(d.path(), "test").unwrap();
+        assert!(!d.path().join("member").exists());
+        assert_eq!(std::fs::read(to.join("wal/x.wal")).unwrap(), b"x");
+    }
+}

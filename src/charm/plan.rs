@@ -1,0 +1,635 @@
+//! Plan: a pure function from what was observed to the steps that bring this
+//! unit toward the model, and the status those steps leave it in.
+//!
+//! # The bootstrap decision
+//! "Does my data dir hold a member (a WAL)?" × "does a cluster exist?":
+//! - WAL: always start on it (etcd ignores every `initial-*` setting then);
+//!   if the live cluster no longer lists that member, or is another cluster,
+//!   move the data aside and join afresh.
+//! - No WAL, a cluster exists (recorded in leadership data, reachable, or a
+//!   peer reports a member): join — publish our peer URL, let the leader add
+//!   us as a learner, start with state `existing`; never bootstrap.
+//! - No WAL, no cluster anywhere: the leader bootstraps a one-member cluster;
+//!   everyone else waits.
+//!
+//! # Guarantees
+//! - The token is read back when any record of it exists (rule 1).
+//! - One membership change in flight at a time; adds look the member up by
+//!   peer URL first, so a lost add response is found, not repeated.
+
+use super::config::CharmConfig;
+use super::observe::{LeaderData, Observed};
+use super::token::{self, TokenSource};
+use crate::context::Event;
+use crate::etcd::ClusterView;
+use crate::hooktools::{Databag, StatusKind};
+use crate::paths::Paths;
+use crate::render::{self, ClusterState, EtcdConfig};
+use std::path::PathBuf;
+
+/// Keys in leadership data.
+pub const TOKEN: &str = "token";
+pub const CLUSTER_ID: &str = "cluster-id";
+pub const CLUSTER: &str = "cluster";
+pub const JOIN_PREFIX: &str = "join-";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    InstallEtcd,
+    WriteDropIn(String),
+    /// Leadership data, written to the peer app databag and (Juju < 4) leader-set.
+    SetLeaderData(Databag),
+    /// This unit's peer databag.
+    Publish(Databag),
+    WriteConfig {
+        text: String,
+        why: String,
+    },
+    StartEtcd,
+    RestartEtcd,
+    StopEtcd,
+    /// Until this unit's member answers, bounded.
+    WaitMember,
+    /// Leader: record the live cluster's ID and voters in leadership data.
+    RecordCluster,
+    /// Leader: `member add --learner` (idempotent) and publish the join record.
+    AddMember {
+        name: String,
+        peer_url: String,
+    },
+    Promote {
+        name: String,
+        id: u64,
+    },
+    /// Against a healthy cluster only; moves raft leadership off it first.
+    RemoveMember {
+        name: String,
+        id: u64,
+    },
+    /// Moves a data dir's `member/` to a dated backup beside it.
+    MoveDataAside {
+        data_dir: PathBuf,
+        reason: String,
+    },
+    OpenPort(u16),
+    SetVersion(String),
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::InstallEtcd => write!(f, "install etcd"),
+            Step::WriteDropIn(_) => write!(f, "write the systemd drop-in"),
+            Step::SetLeaderData(d) => {
+                let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
+                write!(f, "set leadership data {}", keys.join(", "))
+            }
+            Step::Publish(d) => {
+                let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
+                write!(f, "publish {} in this unit's peer databag", keys.join(", "))
+            }
+            Step::WriteConfig { why, .. } => write!(f, "write etcd.conf.yml ({why})"),
+            Step::StartEtcd => write!(f, "start etcd"),
+            Step::RestartEtcd => write!(f, "restart etcd"),
+            Step::StopEtcd => write!(f, "stop etcd"),
+            Step::WaitMember => write!(f, "wait for this member to answer"),
+            Step::RecordCluster => {
+                write!(f, "record the cluster ID and members in leadership data")
+            }
+            Step::AddMember { name, peer_url } => {
+                write!(f, "add {name} ({peer_url}) as a learner")
+            }
+            Step::Promote { name, id } => write!(f, "promote learner {name} ({id:x})"),
+            Step::RemoveMember { name, id } => write!(f, "remove member {name} ({id:x})"),
+            Step::MoveDataAside { data_dir, reason } => {
+                write!(f, "move {}/member aside ({reason})", data_dir.display())
+            }
+            Step::OpenPort(p) => write!(f, "open port {p}/tcp"),
+            Step::SetVersion(v) => write!(f, "set the application version to {v}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    /// Statuses the plan already knows (blocked/waiting reasons).
+    pub status: Vec<(StatusKind, String)>,
+    pub token: Option<(String, TokenSource)>,
+}
+
+impl Plan {
+    fn block(mut self, msg: impl Into<String>) -> Plan {
+        self.status.push((StatusKind::Blocked, msg.into()));
+        self
+    }
+    fn wait(&mut self, msg: impl Into<String>) {
+        self.status.push((StatusKind::Waiting, msg.into()));
+    }
+}
+
+pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
+    format!("http://{}:{}", o.address, c.management_port)
+}
+
+pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
+    format!("http://{}:{}", o.client_address, c.port)
+}
+
+/// Parses a join record: `<member id hex> <initial-cluster>`.
+pub fn parse_join(v: &str) -> Option<(u64, String)> {
+    let (id, cluster) = v.split_once(' ')?;
+    Some((u64::from_str_radix(id, 16).ok()?, cluster.to_string()))
+}
+
+pub fn format_join(id: u64, initial_cluster: &str) -> String {
+    format!("{id:x} {initial_cluster}")
+}
+
+fn parse_cluster(s: &str) -> Vec<(String, String)> {
+    s.split(',')
+        .filter_map(|p| p.split_once('='))
+        .map(|(n, u)| (n.trim().to_string(), u.trim().to_string()))
+        .collect()
+}
+
+pub fn desired_config(
+    o: &Observed,
+    c: &CharmConfig,
+    paths: &Paths,
+    token: &str,
+    state: ClusterState,
+    initial_cluster: Vec<(String, String)>,
+) -> EtcdConfig {
+    let peer = peer_url(o, c);
+    let client = client_url(o, c);
+    let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
+        (
+            format!("http://0.0.0.0:{}", c.management_port),
+            format!("http://0.0.0.0:{}", c.port),
+        )
+    } else {
+        (peer.clone(), client.clone())
+    };
+    EtcdConfig {
+        name: o.member_name.clone(),
+        data_dir: paths.data_dir().to_string_lossy().into_owned(),
+        listen_peer_urls: vec![listen_peer],
+        listen_client_urls: vec![listen_client],
+        initial_advertise_peer_urls: vec![peer],
+        advertise_client_urls: vec![client],
+        initial_cluster,
+        initial_cluster_token: token.to_string(),
+        initial_cluster_state: state,
+        snapshot_count: c.snapshot_count,
+        heartbeat_interval: c.heartbeat_interval,
+        election_timeout: c.election_timeout,
+        strict_reconfig_check: true,
+    }
+}
+
+/// The fields whose change needs a restart (etcd ignores `initial-*` once
+/// its data dir holds a WAL).
+fn runtime_part(c: &EtcdConfig) -> EtcdConfig {
+    EtcdConfig {
+        initial_cluster: vec![],
+        initial_cluster_token: String::new(),
+        initial_cluster_state: ClusterState::Existing,
+        ..c.clone()
+    }
+}
+
+/// Where the token comes from, or why none may be had yet.
+fn choose_token(
+    o: &Observed,
+    paths: &Paths,
+    may_generate: bool,
+) -> Result<Option<(String, TokenSource)>, String> {
+    let LeaderData { app, legacy } = &o.leader;
+    for (k, bag) in [("peer app databag", app), ("leader-get", legacy)] {
+        if let Some(t) = bag.get(TOKEN).filter(|t| !t.is_empty()) {
+            token::check(t).map_err(|e| format!("leadership data ({k}): {e}"))?;
+        }
+    }
+    if let Some(found) = token::recover(
+        app.get(TOKEN).map(|s| s.as_str()),
+        legacy.get(TOKEN).map(|s| s.as_str()),
+        &o.disk,
+        paths.unhost(paths.config_file()),
+    ) {
+        return Ok(Some(found));
+    }
+    if o.is_leader && may_generate {
+        return token::generate().map(|t| Some((t, TokenSource::Generated)));
+    }
+    Ok(None)
+}
+
+/// True when anything says a cluster already exists: never bootstrap then.
+fn cluster_exists(o: &Observed) -> bool {
+    o.leader.get(CLUSTER_ID).is_some()
+        || o.cluster.is_some()
+        || o.local_ids().is_some()
+        || o.peers
+            .values()
+            .any(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
+}
+
+pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    let mut p = Plan::default();
+    let c = match &o.config {
+        Ok(c) => c.clone(),
+        Err(e) => return p.block(e.clone()),
+    };
+    if o.etcd_version.is_none() {
+        p.steps.push(Step::InstallEtcd);
+    }
+    if let Some(d) = dropin {
+        if o.dropin_text.as_deref() != Some(d.as_str()) {
+            p.steps.push(Step::WriteDropIn(d));
+        }
+    }
+    // Rule 2: a member outside the canonical data dir is never started over.
+    for l in &o.disk.locations {
+        if l.role != crate::layout::Role::Canonical {
+            if let Ok(Some(ids)) = &l.member {
+                return p.block(format!(
+                    "member {:x} of cluster {:x} lives at {}: migrate it with upgrade-charm before etcd is configured",
+                    ids.member_id,
+                    ids.cluster_id,
+                    paths.unhost(&l.path).display()
+                ));
+            }
+        }
+        if let Err(e) = &l.member {
+            return p.block(format!("unreadable data dir: {e}"));
+        }
+    }
+    if let Some(Err(e)) = &o.disk.config {
+        // Only fatal if we would need it: a WAL-less unit rewrites it anyway.
+        if o.local_ids().is_some() {
+            return p.block(format!(
+                "{}: {e}",
+                paths.unhost(paths.config_file()).display()
+            ));
+        }
+    }
+
+    let token = match choose_token(o, paths, !cluster_exists(o)) {
+        Err(e) => return p.block(e),
+        Ok(t) => t,
+    };
+    if o.is_leader {
+        if let Some((t, _)) = &token {
+            let mut set = Databag::new();
+            if o.peer_relation.is_some() && o.leader.app.get(TOKEN) != Some(t) {
+                set.insert(TOKEN.into(), t.clone());
+            }
+            if o.has_leader_tools && o.leader.legacy.get(TOKEN) != Some(t) {
+                set.insert(TOKEN.into(), t.clone());
+            }
+            if !set.is_empty() {
+                p.steps.push(Step::SetLeaderData(set));
+            }
+        }
+    }
+    p.token = token.clone();
+
+    // Publish who we are, so the leader can add us and peers can reach us.
+    let mut bag = Databag::new();
+    bag.insert("peer-url".into(), peer_url(o, &c));
+    bag.insert("client-url".into(), client_url(o, &c));
+    bag.insert("member-name".into(), o.member_name.clone());
+    if let Some(ids) = o.local_ids() {
+        bag.insert("member-id".into(), format!("{:x}", ids.member_id));
+    }
+    let changed: Databag = bag
+        .into_iter()
+        .filter(|(k, v)| o.own_bag.get(k) != Some(v))
+        .collect();
+    // A WAL gone (moved aside) must withdraw the member-id we published.
+    let mut changed = changed;
+    if o.local_ids().is_none() && o.own_bag.get("member-id").is_some_and(|v| !v.is_empty()) {
+        changed.insert("member-id".into(), String::new());
+    }
+    if o.peer_relation.is_some() && !changed.is_empty() {
+        p.steps.push(Step::Publish(changed));
+    }
+
+    if o.event == Event::Stop {
+        plan_stop(o, &mut p);
+        return p;
+    }
+    if matches!(o.event, Event::Remove) {
+        return p;
+    }
+
+    match o.local_ids() {
+        Some(ids) => plan_with_wal(
+            o,
+            &c,
+            paths,
+            token.as_ref().map(|t| t.0.as_str()),
+            ids,
+            &mut p,
+        ),
+        None => plan_without_wal(o, &c, paths, token.as_ref().map(|t| t.0.as_str()), &mut p),
+    }
+    if o.is_leader {
+        if let Some(view) = o
+            .local
+            .as_ref()
+            .filter(|v| !v.status.is_learner)
+            .or(o.cluster.as_ref())
+        {
+            plan_leader(o, &c, view, &mut p);
+        }
+    }
+    if o.active || p.steps.contains(&Step::StartEtcd) {
+        p.steps.push(Step::OpenPort(c.port));
+        if let Some(v) = &o.etcd_version {
+            if matches!(
+                o.event,
+                Event::Start | Event::UpgradeCharm | Event::ConfigChanged | Event::Install
+            ) || p.steps.contains(&Step::StartEtcd)
+            {
+                p.steps.push(Step::SetVersion(v.clone()));
+            }
+        }
+    }
+    p
+}
+
+fn plan_with_wal(
+    o: &Observed,
+    c: &CharmConfig,
+    paths: &Paths,
+    token: Option<&str>,
+    ids: crate::wal::WalIds,
+    p: &mut Plan,
+) {
+    // Is this member still part of the cluster it was born in?
+    if let Some(view) = o.cluster.as_ref().filter(|v| v.status.leader != 0) {
+        let recorded = o
+            .leader
+            .get(CLUSTER_ID)
+            .and_then(|s| u64::from_str_radix(s, 16).ok());
+        let same_cluster = view.cluster_id() == ids.cluster_id;
+        let view_is_the_cluster = recorded.is_none_or(|r| r == view.cluster_id());
+        if view_is_the_cluster && (!same_cluster || view.by_id(ids.member_id).is_none()) {
+            let reason = if same_cluster {
+                format!("member {:x} was removed from the cluster", ids.member_id)
+            } else {
+                format!(
+                    "member {:x} belongs to cluster {:x}, not {:x}",
+                    ids.member_id,
+                    ids.cluster_id,
+                    view.cluster_id()
+                )
+            };
+            if o.active {
+                p.steps.push(Step::StopEtcd);
+            }
+            p.steps.push(Step::MoveDataAside {
+                data_dir: paths.data_dir(),
+                reason,
+            });
+            p.wait("Waiting for the leader to add this member");
+            return;
+        }
+    }
+    let existing = o.disk.config.as_ref().and_then(|r| r.as_ref().ok());
+    let token = token
+        .map(str::to_string)
+        .or_else(|| existing.and_then(|e| e.initial_cluster_token.clone()))
+        .unwrap_or_default();
+    let initial = existing
+        .and_then(|e| e.initial_cluster.as_deref())
+        .map(parse_cluster)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![(o.member_name.clone(), peer_url(o, c))]);
+    let want = desired_config(o, c, paths, &token, ClusterState::Existing, initial);
+    let text = render::render_etcd_config(&want);
+    let mut restart = false;
+    if o.config_text.as_deref() != Some(text.as_str()) {
+        restart = match o.config_text.as_deref().map(render::parse_etcd_config) {
+            Some(Ok(have)) => runtime_part(&have) != runtime_part(&want),
+            _ => true,
+        };
+        p.steps.push(Step::WriteConfig {
+            text,
+            why: "member on disk; state existing".into(),
+        });
+    }
+    if !o.active {
+        // update-status only reports: an operator may have stopped etcd on purpose.
+        if o.event == Event::UpdateStatus {
+            p.status.push((
+                StatusKind::Blocked,
+                "etcd is not running; the next start or config-changed hook starts it".into(),
+            ));
+            return;
+        }
+        p.steps.push(Step::StartEtcd);
+        p.steps.push(Step::WaitMember);
+    } else if restart {
+        p.steps.push(Step::RestartEtcd);
+        p.steps.push(Step::WaitMember);
+    }
+}
+
+fn plan_without_wal(
+    o: &Observed,
+    c: &CharmConfig,
+    paths: &Paths,
+    token: Option<&str>,
+    p: &mut Plan,
+) {
+    let Some(token) = token else {
+        p.wait("Waiting for the leader to create the cluster token");
+        return;
+    };
+    let record = o
+        .leader
+        .get(&format!("{JOIN_PREFIX}{}", o.member_name))
+        .and_then(parse_join);
+    if cluster_exists(o) {
+        // Start only on a join record whose member the cluster still lists
+        // under our peer URL, and never as a new cluster.
+        let live_ok = |id: u64| match &o.cluster {
+            Some(v) => v
+                .by_id(id)
+                .is_some_and(|m| m.peer_urls.contains(&peer_url(o, c))),
+            None => false,
+        };
+        match record {
+            Some((id, initial)) if live_ok(id) => {
+                let want = desired_config(
+                    o,
+                    c,
+                    paths,
+                    token,
+                    ClusterState::Existing,
+                    parse_cluster(&initial),
+                );
+                let text = render::render_etcd_config(&want);
+                if o.config_text.as_deref() != Some(text.as_str()) {
+                    p.steps.push(Step::WriteConfig {
+                        text,
+                        why: format!("joining as member {id:x}"),
+                    });
+                }
+                if o.active {
+                    p.steps.push(Step::StopEtcd);
+                }
+                p.steps.push(Step::StartEtcd);
+                p.steps.push(Step::WaitMember);
+            }
+            _ if o.cluster.is_none() => {
+                p.wait("Waiting to join the cluster: no member of it is reachable")
+            }
+            _ => p.wait("Waiting for the leader to add this member"),
+        }
+        return;
+    }
+    if !o.is_leader {
+        p.wait("Waiting to join the cluster");
+        return;
+    }
+    let want = desired_config(
+        o,
+        c,
+        paths,
+        token,
+        ClusterState::New,
+        vec![(o.member_name.clone(), peer_url(o, c))],
+    );
+    p.steps.push(Step::WriteConfig {
+        text: render::render_etcd_config(&want),
+        why: "bootstrapping a new one-member cluster".into(),
+    });
+    if o.active {
+        p.steps.push(Step::StopEtcd);
+    }
+    p.steps.push(Step::StartEtcd);
+    p.steps.push(Step::WaitMember);
+    p.steps.push(Step::RecordCluster);
+}
+
+/// Leader only: record, remove the departed, add one joiner, promote.
+fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) {
+    if view.status.leader == 0 {
+        p.wait("Waiting for the cluster to elect a raft leader");
+        return;
+    }
+    let recorded = o.leader.get(CLUSTER_ID);
+    let live = format!("{:x}", view.cluster_id());
+    match recorded {
+        Some(r) if r != live => {
+            p.status.push((
+                StatusKind::Blocked,
+                format!("the reachable cluster {live} is not the recorded cluster {r}; check which members belong"),
+            ));
+            return;
+        }
+        None => p.steps.push(Step::RecordCluster),
+        Some(_) => {
+            let voters: Vec<String> = view
+                .members
+                .iter()
+                .filter(|m| !m.is_learner && !m.name.is_empty())
+                .map(|m| {
+                    format!(
+                        "{}={}",
+                        m.name,
+                        m.peer_urls.first().cloned().unwrap_or_default()
+                    )
+                })
+                .collect();
+            if o.leader.get(CLUSTER) != Some(voters.join(",").as_str()) {
+                p.steps.push(Step::RecordCluster);
+            }
+        }
+    }
+    // Scale-down: the departing unit's member goes, one at a time.
+    if let Some(dep) = o
+        .departing_unit
+        .as_ref()
+        .filter(|d| **d != o.unit && o.is_departed_hook())
+    {
+        let name = dep.replace('/', "");
+        let by_record = o
+            .leader
+            .get(&format!("{JOIN_PREFIX}{name}"))
+            .and_then(parse_join)
+            .map(|(id, _)| id);
+        if let Some(m) = view
+            .members
+            .iter()
+            .find(|m| m.name == name || Some(m.id) == by_record)
+        {
+            p.steps.push(Step::RemoveMember { name, id: m.id });
+            return;
+        }
+    }
+    let in_flight = view
+        .members
+        .iter()
+        .find(|m| m.is_learner || m.name.is_empty());
+    if let Some(m) = in_flight {
+        if m.is_learner && !m.name.is_empty() {
+            p.steps.push(Step::Promote {
+                name: m.name.clone(),
+                id: m.id,
+            });
+        }
+        return;
+    }
+    // Joiners: every unit (this one too) whose peer URL the cluster lacks.
+    let mut joiners: Vec<(String, String)> = o
+        .peers
+        .iter()
+        .filter(|(u, _)| Some(*u) != o.departing_unit.as_ref())
+        .filter_map(|(u, b)| {
+            b.get("peer-url")
+                .map(|url| (u.replace('/', ""), url.clone()))
+        })
+        .collect();
+    if o.local_ids().is_none() {
+        joiners.push((o.member_name.clone(), peer_url(o, c)));
+    }
+    joiners.sort_by_key(|(n, _)| unit_number(n));
+    if let Some((name, peer_url)) = joiners
+        .into_iter()
+        .find(|(_, url)| view.by_peer_url(url).is_none())
+    {
+        p.steps.push(Step::AddMember { name, peer_url });
+    }
+}
+
+fn unit_number(member_name: &str) -> u64 {
+    let digits: String = member_name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().unwrap_or(u64::MAX)
+}
+
+/// The unit is going away: leave the cluster while it still can, then stop.
+fn plan_stop(o: &Observed, p: &mut Plan) {
+    if let (Some(ids), Some(view)) = (o.local_ids(), o.cluster.as_ref()) {
+        if view.by_id(ids.member_id).is_some() && view.members.len() > 1 {
+            p.steps.push(Step::RemoveMember {
+                name: o.member_name.clone(),
+                id: ids.member_id,
+            });
+        }
+    }
+    if o.active {
+        p.steps.push(Step::StopEtcd);
+    }
+}

@@ -1,0 +1,524 @@
+//! Table-like tests of the plan: a frozen Observed in, steps and status out.
+
+use super::config::CharmConfig;
+use super::observe::{LeaderData, Observed};
+use super::plan::*;
+use super::token::TokenSource;
+use crate::context::{Event, RelationKind};
+use crate::etcd::{ClusterView, Member, MemberStatus};
+use crate::hooktools::{Databag, StatusKind};
+use crate::layout::{DiskLayout, FoundConfig, Location, Role};
+use crate::paths::Paths;
+use crate::wal::WalIds;
+use std::path::PathBuf;
+
+const ROOT: &str = "/r";
+
+fn paths() -> Paths {
+    Paths::new(ROOT)
+}
+
+fn bag(kv: &[(&str, &str)]) -> Databag {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn canonical(ids: Option<WalIds>) -> Location {
+    Location {
+        path: paths().data_dir(),
+        role: Role::Canonical,
+        exists: ids.is_some(),
+        member: Ok(ids),
+    }
+}
+
+/// A fresh leader unit etcd/0 at 10.0.0.1, peer relation present.
+fn fresh(leader: bool) -> Observed {
+    Observed {
+        event: Event::ConfigChanged,
+        unit: "etcd/0".into(),
+        member_name: "etcd0".into(),
+        departing_unit: None,
+        is_leader: leader,
+        has_leader_tools: true,
+        config: Ok(CharmConfig::default()),
+        leader: LeaderData::default(),
+        peer_relation: Some("cluster:0".into()),
+        own_bag: Databag::new(),
+        peers: Default::default(),
+        address: "10.0.0.1".into(),
+        client_address: "10.0.0.1".into(),
+        disk: DiskLayout {
+            config: None,
+            env_configs: vec![],
+            locations: vec![canonical(None)],
+        },
+        config_text: None,
+        dropin_text: None,
+        etcd_version: Some("3.4.23".into()),
+        active: false,
+        local: None,
+        cluster: None,
+    }
+}
+
+const IDS: WalIds = WalIds {
+    member_id: 0xaa,
+    cluster_id: 0xcc,
+};
+
+fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
+    Member {
+        id,
+        name: name.into(),
+        peer_urls: vec![format!("http://{ip}:2380")],
+        client_urls: if name.is_empty() {
+            vec![]
+        } else {
+            vec![format!("http://{ip}:2379")]
+        },
+        is_learner: learner,
+    }
+}
+
+fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
+    ClusterView {
+        endpoint: "http://10.0.0.1:2379".into(),
+        status: MemberStatus {
+            member_id: members[0].id,
+            cluster_id,
+            leader,
+            version: "3.4.23".into(),
+            raft_index: 10,
+            is_learner: false,
+            errors: vec![],
+        },
+        members,
+    }
+}
+
+fn has(p: &Plan, f: impl Fn(&Step) -> bool) -> bool {
+    p.steps.iter().any(f)
+}
+
+fn status(p: &Plan) -> Option<(StatusKind, String)> {
+    p.status.iter().max_by_key(|(k, _)| *k).cloned()
+}
+
+#[test]
+fn fresh_leader_bootstraps_a_new_cluster_with_a_generated_token() {
+    let p = plan(&fresh(true), &paths(), None);
+    assert!(matches!(p.token, Some((_, TokenSource::Generated))));
+    let token = p.token.clone().unwrap().0;
+    assert!(p
+        .steps
+        .contains(&Step::SetLeaderData(bag(&[("token", &token)]))));
+    let cfg = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("a config is written");
+    assert!(cfg.contains("'new'") || cfg.contains("\"new\""), "{cfg}");
+    assert!(cfg.contains(&token));
+    let i = |s: &Step| p.steps.iter().position(|x| x == s).unwrap();
+    assert!(i(&Step::StartEtcd) < i(&Step::WaitMember));
+    assert!(i(&Step::WaitMember) < i(&Step::RecordCluster));
+}
+
+#[test]
+fn non_leader_without_token_waits() {
+    let p = plan(&fresh(false), &paths(), None);
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StartEtcd
+    )));
+    assert_eq!(
+        status(&p).unwrap(),
+        (
+            StatusKind::Waiting,
+            "Waiting for the leader to create the cluster token".into()
+        )
+    );
+}
+
+#[test]
+fn token_from_leader_get_is_kept_and_written_to_the_app_databag() {
+    let mut o = fresh(true);
+    o.leader.legacy = bag(&[("token", "ABC123")]);
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.token, Some(("ABC123".into(), TokenSource::LeaderGet)));
+    assert!(p
+        .steps
+        .contains(&Step::SetLeaderData(bag(&[("token", "ABC123")]))));
+}
+
+#[test]
+fn token_recovered_from_the_config_file_is_never_regenerated() {
+    let mut o = fresh(true);
+    o.disk.config = Some(Ok(FoundConfig {
+        initial_cluster_token: Some("OLD999".into()),
+        ..Default::default()
+    }));
+    o.disk.locations = vec![canonical(Some(IDS))];
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.token.as_ref().unwrap().0, "OLD999");
+    assert!(matches!(p.token, Some((_, TokenSource::ConfigFile(_)))));
+}
+
+#[test]
+fn existing_cluster_without_token_anywhere_is_not_given_a_new_one() {
+    let mut o = fresh(true);
+    o.leader.app = bag(&[("cluster-id", "cc")]);
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.token, None);
+    assert!(!has(&p, |s| matches!(s, Step::SetLeaderData(_))));
+}
+
+#[test]
+fn malformed_leadership_token_blocks() {
+    let mut o = fresh(true);
+    o.leader.app = bag(&[("token", "two words")]);
+    let p = plan(&o, &paths(), None);
+    let (k, m) = status(&p).unwrap();
+    assert_eq!(k, StatusKind::Blocked);
+    assert!(m.contains("two words"), "{m}");
+    assert!(p.steps.is_empty());
+}
+
+#[test]
+fn a_new_leader_never_bootstraps_when_a_cluster_is_recorded() {
+    let mut o = fresh(true);
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    let p = plan(&o, &paths(), None);
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StartEtcd
+    )));
+    assert_eq!(status(&p).unwrap().0, StatusKind::Waiting);
+}
+
+#[test]
+fn a_member_on_disk_is_started_with_state_existing() {
+    let mut o = fresh(false);
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    let p = plan(&o, &paths(), None);
+    assert!(has(
+        &p,
+        |s| matches!(s, Step::WriteConfig { text, .. } if text.contains("existing"))
+    ));
+    assert!(p.steps.contains(&Step::StartEtcd));
+    assert!(p.steps.contains(&Step::Publish(bag(&[
+        ("client-url", "http://10.0.0.1:2379"),
+        ("member-id", "aa"),
+        ("member-name", "etcd0"),
+        ("peer-url", "http://10.0.0.1:2380"),
+    ]))));
+}
+
+#[test]
+fn update_status_reports_a_stopped_etcd_without_starting_it() {
+    let mut o = fresh(false);
+    o.event = Event::UpdateStatus;
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    let p = plan(&o, &paths(), None);
+    assert!(!p.steps.contains(&Step::StartEtcd));
+    let (k, m) = status(&p).unwrap();
+    assert_eq!(k, StatusKind::Blocked);
+    assert!(m.contains("not running"), "{m}");
+}
+
+#[test]
+fn a_removed_member_moves_its_data_aside() {
+    let mut o = fresh(false);
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    o.cluster = Some(view(
+        0xcc,
+        0xbb,
+        vec![member(0xbb, "etcd1", "10.0.0.2", false)],
+    ));
+    let p = plan(&o, &paths(), None);
+    assert!(has(
+        &p,
+        |s| matches!(s, Step::MoveDataAside { reason, .. } if reason.contains("removed"))
+    ));
+    assert!(!p.steps.contains(&Step::StartEtcd));
+}
+
+#[test]
+fn another_clusters_view_does_not_move_data() {
+    let mut o = fresh(false);
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    // A reachable cluster that is not the recorded one: not evidence.
+    o.cluster = Some(view(
+        0xdd,
+        0xbb,
+        vec![member(0xbb, "etcd1", "10.0.0.2", false)],
+    ));
+    let p = plan(&o, &paths(), None);
+    assert!(!has(&p, |s| matches!(s, Step::MoveDataAside { .. })));
+}
+
+#[test]
+fn joining_unit_starts_on_its_join_record() {
+    let mut o = fresh(false);
+    o.unit = "etcd/1".into();
+    o.member_name = "etcd1".into();
+    o.address = "10.0.0.2".into();
+    o.client_address = "10.0.0.2".into();
+    o.leader.app = bag(&[
+        ("token", "ABC123"),
+        ("cluster-id", "cc"),
+        (
+            "join-etcd1",
+            "bb etcd0=http://10.0.0.1:2380,etcd1=http://10.0.0.2:2380",
+        ),
+    ]);
+    o.cluster = Some(view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "", "10.0.0.2", true),
+        ],
+    ));
+    let p = plan(&o, &paths(), None);
+    let text = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        text.contains("existing") && text.contains("etcd0=http://10.0.0.1:2380"),
+        "{text}"
+    );
+    assert!(p.steps.contains(&Step::StartEtcd));
+}
+
+#[test]
+fn a_stale_join_record_is_not_used() {
+    let mut o = fresh(false);
+    o.leader.app = bag(&[
+        ("token", "ABC123"),
+        ("cluster-id", "cc"),
+        (
+            "join-etcd0",
+            "bb etcd1=http://10.0.0.2:2380,etcd0=http://10.0.0.1:2380",
+        ),
+    ]);
+    o.cluster = Some(view(
+        0xcc,
+        0x11,
+        vec![member(0x11, "etcd1", "10.0.0.2", false)],
+    ));
+    let p = plan(&o, &paths(), None);
+    assert!(!p.steps.contains(&Step::StartEtcd));
+    assert_eq!(
+        status(&p).unwrap(),
+        (
+            StatusKind::Waiting,
+            "Waiting for the leader to add this member".into()
+        )
+    );
+}
+
+fn healthy_leader() -> Observed {
+    let mut o = fresh(true);
+    o.leader.app = bag(&[
+        ("token", "ABC123"),
+        ("cluster-id", "cc"),
+        ("cluster", "etcd0=http://10.0.0.1:2380"),
+    ]);
+    o.own_bag = bag(&[
+        ("client-url", "http://10.0.0.1:2379"),
+        ("member-id", "aa"),
+        ("member-name", "etcd0"),
+        ("peer-url", "http://10.0.0.1:2380"),
+    ]);
+    o.leader.legacy = bag(&[("token", "ABC123")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    o.active = true;
+    let v = view(0xcc, 0xaa, vec![member(0xaa, "etcd0", "10.0.0.1", false)]);
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+    o
+}
+
+#[test]
+fn a_healthy_leader_with_nothing_to_do_plans_nothing_but_the_port() {
+    let mut o = healthy_leader();
+    o.event = Event::UpdateStatus;
+    o.config_text = Some(crate::render::render_etcd_config(&desired_config(
+        &o,
+        &CharmConfig::default(),
+        &paths(),
+        "ABC123",
+        crate::render::ClusterState::Existing,
+        vec![("etcd0".into(), "http://10.0.0.1:2380".into())],
+    )));
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.steps, vec![Step::OpenPort(2379)]);
+    assert!(p.status.is_empty());
+}
+
+#[test]
+fn leader_adds_one_joiner_at_a_time_in_unit_order() {
+    let mut o = healthy_leader();
+    for (u, ip) in [("etcd/2", "10.0.0.3"), ("etcd/1", "10.0.0.2")] {
+        o.peers
+            .insert(u.into(), bag(&[("peer-url", &format!("http://{ip}:2380"))]));
+    }
+    let p = plan(&o, &paths(), None);
+    let adds: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::AddMember { .. }))
+        .collect();
+    assert_eq!(
+        adds,
+        vec![&Step::AddMember {
+            name: "etcd1".into(),
+            peer_url: "http://10.0.0.2:2380".into()
+        }]
+    );
+}
+
+#[test]
+fn leader_promotes_a_started_learner_and_adds_nobody_meanwhile() {
+    let mut o = healthy_leader();
+    o.peers.insert(
+        "etcd/2".into(),
+        bag(&[("peer-url", "http://10.0.0.3:2380")]),
+    );
+    let v = view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "etcd1", "10.0.0.2", true),
+        ],
+    );
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.contains(&Step::Promote {
+        name: "etcd1".into(),
+        id: 0xbb
+    }));
+    assert!(!has(&p, |s| matches!(s, Step::AddMember { .. })));
+}
+
+#[test]
+fn leader_removes_the_departing_units_member() {
+    let mut o = healthy_leader();
+    o.event = Event::Relation {
+        endpoint: "cluster".into(),
+        kind: RelationKind::Departed,
+    };
+    o.departing_unit = Some("etcd/1".into());
+    let v = view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "etcd1", "10.0.0.2", false),
+        ],
+    );
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.contains(&Step::RemoveMember {
+        name: "etcd1".into(),
+        id: 0xbb
+    }));
+}
+
+#[test]
+fn stop_hook_removes_this_member_then_stops() {
+    let mut o = healthy_leader();
+    o.event = Event::Stop;
+    let v = view(
+        0xcc,
+        0xbb,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "etcd1", "10.0.0.2", false),
+        ],
+    );
+    o.cluster = Some(v);
+    let p = plan(&o, &paths(), None);
+    let tail: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::RemoveMember { .. } | Step::StopEtcd))
+        .cloned()
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            Step::RemoveMember {
+                name: "etcd0".into(),
+                id: 0xaa
+            },
+            Step::StopEtcd
+        ]
+    );
+}
+
+#[test]
+fn bad_config_blocks_and_changes_nothing() {
+    let mut o = healthy_leader();
+    o.config = Err("config port=70000 is not a TCP port (1-65535)".into());
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.is_empty());
+    assert_eq!(status(&p).unwrap().0, StatusKind::Blocked);
+}
+
+#[test]
+fn a_member_in_a_legacy_location_blocks_before_any_config_is_written() {
+    let mut o = fresh(true);
+    o.disk.locations.push(Location {
+        path: PathBuf::from("/r/var/snap/etcd/current/etcd0.etcd"),
+        role: Role::Legacy,
+        exists: true,
+        member: Ok(Some(IDS)),
+    });
+    let p = plan(&o, &paths(), None);
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StartEtcd
+    )));
+    let (k, m) = status(&p).unwrap();
+    assert_eq!(k, StatusKind::Blocked);
+    assert!(m.contains("/var/snap/etcd/current/etcd0.etcd"), "{m}");
+}
+
+#[test]
+fn final_status_priority() {
+    use super::final_status;
+    let s = |k, m: &str| (k, m.to_string());
+    assert_eq!(
+        final_status(
+            &[
+                s(StatusKind::Waiting, "w"),
+                s(StatusKind::Blocked, "b"),
+                s(StatusKind::Maintenance, "m")
+            ],
+            Some(3)
+        ),
+        s(StatusKind::Blocked, "b")
+    );
+    assert_eq!(final_status(&[], Some(1)).1, "Healthy with 1 known peer");
+    assert_eq!(final_status(&[], Some(3)).1, "Healthy with 3 known peers");
+    assert_eq!(final_status(&[], None).0, StatusKind::Waiting);
+}

@@ -1,0 +1,14 @@
+//! Crash points for tests: with `ETCD_CHARM_FAILPOINT=after:<step>` the
+//! process dies at once (as if killed) right after that step, so a test can
+//! prove that running the hook again converges. Unset in production.
+
+/// Kills the process when `name` is the armed failpoint.
+pub fn hit(name: &str) {
+    if let Ok(armed) = std::env::var("ETCD_CHARM_FAILPOINT") {
+        if armed == name {
+            eprintln!("failpoint {name}: exiting as if killed");
+            // SIGKILL-like: no destructors, no flush of anything pending.
+            std::process::exit(137);
+        }
+    }
+}
