@@ -594,6 +594,9 @@ mod tests {
         .collect()
     }
 
+    /// Variables to set (`Some`) or remove (`None`) from [`base_env`].
+    type Changes<'a> = Vec<(&'a str, Option<&'a str>)>;
+
     fn env_with(changes: &[(&str, Option<&str>)]) -> HashMap<String, String> {
         let mut env = base_env();
         for (k, v) in changes {
@@ -655,7 +658,7 @@ mod tests {
 
     #[test]
     fn missing_or_malformed_variables() {
-        let mut cases: Vec<(Vec<(&str, Option<&str>)>, &str)> = ALWAYS_SET
+        let mut cases: Vec<(Changes, &str)> = ALWAYS_SET
             .iter()
             .filter(|v| **v != "JUJU_UNIT_NAME")
             .flat_map(|v| [(vec![(*v, None)], *v), (vec![(*v, Some(""))], *v)])
@@ -718,7 +721,7 @@ mod tests {
     #[test]
     fn event_sources() {
         // (changes, argv0, expected event)
-        let cases: Vec<(Vec<(&str, Option<&str>)>, &str, Event)> = vec![
+        let cases: Vec<(Changes, &str, Event)> = vec![
             // JUJU_DISPATCH_PATH wins over everything.
             (vec![], "/charm/hooks/install", Event::ConfigChanged),
             (
@@ -824,7 +827,7 @@ mod tests {
                     departing_unit: departing.map(String::from),
                 })
             };
-        let cases: Vec<(Vec<(&str, Option<&str>)>, Option<RelationContext>)> = vec![
+        let cases: Vec<(Changes, Option<RelationContext>)> = vec![
             (vec![], want(Some("etcd/1"), Some("etcd"), None)),
             // created/broken: the remote unit is empty.
             (
