@@ -3,11 +3,31 @@
 //! containers, the demo) the charm supervises etcd itself, doing what systemd
 //! would: pid file, log file, restart on failure, SIGTERM then SIGKILL.
 //!
-//! HELPER TASK (render/service helper): implement; keep signatures.
+//! # Layout
+//! - this file — the backend-neutral [`Service`] and the restart policy both
+//!   backends share.
+//! - `snap`    — the commands (pure builders, unit-tested) the snap backend runs.
+//! - `direct`  — the detached supervisor process and its pid and log files.
+//!
+//! # Environment
+//! - `ETCD_CHARM_SERVICE`: `direct`, or `snap` (the default when unset).
+//! - `ETCD_BIN`: the etcd binary of the direct backend (else `etcd` on PATH).
+//! - `ETCD_CHARM_SUPERVISOR`: the program the direct backend runs as
+//!   `<program> supervise` (default: the running binary itself). Tests point
+//!   it at the built `etcd-charm`, since their own executable is a test harness.
 
 use crate::paths::Paths;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod direct;
+mod snap;
+
+pub use direct::{etcd_pid_file, supervise};
+pub use snap::{
+    daemon_reload_cmd, journal_cmd, normalize_channel, parse_snap_list, plan_snap,
+    snap_install_cmd, snap_list_cmd, snap_refresh_cmd, systemctl_cmd, SnapInfo, SNAP_UNIT,
+};
 
 #[derive(Debug)]
 pub struct ServiceError {
@@ -25,9 +45,40 @@ impl std::error::Error for ServiceError {}
 
 pub type Result<T> = std::result::Result<T, ServiceError>;
 
+fn err(action: impl Into<String>, problem: impl Into<String>) -> ServiceError {
+    ServiceError {
+        action: action.into(),
+        problem: problem.into(),
+    }
+}
+
 /// How long stop waits after SIGTERM before SIGKILL. etcd's raft leader
 /// first tries to hand leadership over, which can take ~7 s.
 pub const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// When a crashed etcd is started again; systemd's `Restart=on-failure`,
+/// `RestartSec=`, `StartLimitBurst=` and `StartLimitIntervalSec=`. The snap
+/// drop-in is rendered from it and the direct supervisor follows it, so both
+/// backends behave alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Pause between a failure and the next start.
+    pub delay: Duration,
+    /// At most this many starts within `interval`; then give up.
+    pub burst: u32,
+    pub interval: Duration,
+}
+
+/// Only failures restart: a member removed from its cluster exits 0 and
+/// must stay down.
+pub const RESTART_POLICY: RestartPolicy = RestartPolicy {
+    delay: Duration::from_secs(2),
+    burst: 5,
+    interval: Duration::from_secs(60),
+};
+
+/// Names the program the direct backend runs as `<program> supervise`.
+pub const SUPERVISOR_ENV: &str = "ETCD_CHARM_SUPERVISOR";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
@@ -51,34 +102,288 @@ pub struct Service {
     pub paths: Paths,
 }
 
+/// The direct backend's etcd: `ETCD_BIN` when set and non-empty, else `etcd`
+/// found on PATH, else plain `etcd` (which [`Service::install`] reports as
+/// missing). For the `supervise` subcommand as much as for [`Service::from_env`].
+pub fn etcd_bin_from_env() -> PathBuf {
+    match std::env::var_os("ETCD_BIN") {
+        Some(b) if !b.is_empty() => PathBuf::from(b),
+        _ => find_on_path("etcd").unwrap_or_else(|| PathBuf::from("etcd")),
+    }
+}
+
+/// The backend `ETCD_CHARM_SERVICE=<choice>` asks for; `etcd_bin` is only
+/// consulted for `direct`.
+fn backend_for(choice: Option<&str>, etcd_bin: impl FnOnce() -> PathBuf, channel: &str) -> Backend {
+    match choice {
+        Some("direct") => Backend::Direct {
+            etcd_bin: etcd_bin(),
+        },
+        None | Some("") | Some("snap") => Backend::Snap {
+            channel: channel.to_string(),
+        },
+        Some(other) => {
+            tracing::warn!("ETCD_CHARM_SERVICE={other:?} is neither direct nor snap; using snap");
+            Backend::Snap {
+                channel: channel.to_string(),
+            }
+        }
+    }
+}
+
 impl Service {
     /// Reads `ETCD_CHARM_SERVICE` (`direct` or unset/`snap`) and `ETCD_BIN`.
+    /// Any other value is treated as `snap`, with a warning in the log.
     pub fn from_env(paths: Paths, channel: &str) -> Service {
-        let _ = (paths, channel);
-        todo!()
+        let choice = std::env::var("ETCD_CHARM_SERVICE").ok();
+        let backend = backend_for(choice.as_deref(), etcd_bin_from_env, channel);
+        Service { backend, paths }
     }
 
     /// Snap: `snap install etcd --channel <channel>` (refresh if the channel
     /// changed) and the drop-in. Direct: only checks the binary and its version.
-    pub fn install(&self) -> Result<Installed> { todo!() }
+    pub fn install(&self) -> Result<Installed> {
+        match &self.backend {
+            Backend::Snap { channel } => snap::install(&self.paths, channel),
+            Backend::Direct { etcd_bin } => Ok(direct::install(etcd_bin)),
+        }
+    }
 
     /// The etcd version of the binary/snap we run, if it can be read.
-    pub fn version(&self) -> Option<String> { todo!() }
+    pub fn version(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::version(),
+            Backend::Direct { etcd_bin } => direct::version(etcd_bin).ok(),
+        }
+    }
 
     /// Starts etcd with `--config-file <paths.config_file()>`. Runs the start
     /// guard first (direct backend; systemd runs it as ExecStartPre).
-    pub fn start(&self) -> Result<()> { todo!() }
+    ///
+    /// Snap: rewrites the drop-in if it changed, then `systemctl start`.
+    /// Direct: a no-op when already running; otherwise spawns the supervisor
+    /// and waits until etcd's process is up and has stayed up briefly (not
+    /// until the cluster is healthy). If etcd or the supervisor dies in that
+    /// time, everything is stopped again and the error carries the log tail.
+    pub fn start(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::start(&self.paths),
+            Backend::Direct { etcd_bin } => direct::start(&self.paths, etcd_bin),
+        }
+    }
 
     /// SIGTERM, then SIGKILL after STOP_GRACE. Idempotent.
-    pub fn stop(&self) -> Result<()> { todo!() }
+    pub fn stop(&self) -> Result<()> {
+        self.stop_with_grace(STOP_GRACE)
+    }
 
-    pub fn restart(&self) -> Result<()> { todo!() }
+    /// [`Service::stop`] with another grace period (direct backend; the snap
+    /// backend leaves the timing to systemd and ignores it).
+    pub fn stop_with_grace(&self, grace: Duration) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::stop(),
+            Backend::Direct { .. } => direct::stop(&self.paths, grace),
+        }
+    }
+
+    pub fn restart(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::restart(&self.paths),
+            Backend::Direct { .. } => {
+                self.stop()?;
+                self.start()
+            }
+        }
+    }
 
     /// Running right now. An etcd that exited 0 (a removed member does) is
     /// not active.
-    pub fn is_active(&self) -> Result<bool> { todo!() }
+    pub fn is_active(&self) -> Result<bool> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::is_active(),
+            Backend::Direct { .. } => Ok(direct::is_active(&self.paths)),
+        }
+    }
 
     /// The tail of the workload's log (direct: the log file; snap: journalctl),
     /// for status messages and failed-start errors.
-    pub fn log_tail(&self, lines: usize) -> String { let _ = lines; todo!() }
+    pub fn log_tail(&self, lines: usize) -> String {
+        match &self.backend {
+            Backend::Snap { .. } => snap::log_tail(lines),
+            Backend::Direct { .. } => direct::log_tail(&self.paths, lines),
+        }
+    }
+
+    /// Snap: writes the drop-in if its content changed and then runs
+    /// `systemctl daemon-reload`; true when it did. `install` and `start`
+    /// call it, so a charm upgrade (which skips `install`) still converges.
+    /// Direct: nothing to do, false.
+    pub fn ensure_dropin(&self) -> Result<bool> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::ensure_dropin(&self.paths),
+            Backend::Direct { .. } => Ok(false),
+        }
+    }
+
+    /// Snap: removes the drop-in (for the `remove` hook: once the charm is
+    /// gone its ExecStartPre would point at nothing). Direct: nothing.
+    pub fn remove_dropin(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::remove_dropin(&self.paths),
+            Backend::Direct { .. } => Ok(()),
+        }
+    }
+}
+
+/// A command as data, so the snap backend's calls can be checked by tests
+/// without running them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cmd {
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl Cmd {
+    pub fn new(program: &str, args: &[&str]) -> Cmd {
+        Cmd {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// Runs it; Err only when it could not be run at all.
+    fn output(&self) -> Result<std::process::Output> {
+        std::process::Command::new(&self.program)
+            .args(&self.args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| {
+                err(
+                    self.to_string(),
+                    format!("could not run {}: {e}", self.program),
+                )
+            })
+    }
+
+    /// Runs it and returns its stdout; a non-zero exit is an Err naming the
+    /// command, its status and its stderr.
+    fn run(&self) -> Result<String> {
+        let out = self.output()?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(err(self.to_string(), failure_text(&out)))
+        }
+    }
+}
+
+fn failure_text(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        format!("{}", out.status)
+    } else {
+        format!("{}: {stderr}", out.status)
+    }
+}
+
+impl std::fmt::Display for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.program)?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes through a temp file beside `path` and a rename, so readers see
+/// the old content or the new, never half. Creates the parent directory.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other(format!(
+            "{} names no file",
+            path.display()
+        )));
+    };
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// `name` as PATH would find it: the first executable regular file.
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Reads `etcd Version: 3.4.23` out of `etcd --version`.
+pub fn parse_etcd_version(stdout: &str) -> Option<String> {
+    stdout.lines().find_map(|l| {
+        let v = l.trim().strip_prefix("etcd Version:")?.trim();
+        (!v.is_empty()).then(|| v.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_version_line() {
+        let out = "etcd Version: 3.4.23\nGit SHA: Not provided\nGo Version: go1.19.8\n";
+        assert_eq!(parse_etcd_version(out).as_deref(), Some("3.4.23"));
+        assert_eq!(parse_etcd_version("etcdctl version: 3.4.23"), None);
+        assert_eq!(parse_etcd_version(""), None);
+    }
+
+    #[test]
+    fn restart_policy_can_trip_its_start_limit() {
+        // With the limit wider than burst × delay a crash loop ends in
+        // "giving up" instead of restarting forever.
+        let p = RESTART_POLICY;
+        assert!(p.delay * p.burst < p.interval);
+    }
+
+    #[test]
+    fn backend_follows_etcd_charm_service() {
+        let bin = || PathBuf::from("/opt/etcd");
+        let snap = Backend::Snap {
+            channel: "3.4/stable".into(),
+        };
+        assert_eq!(backend_for(None, bin, "3.4/stable"), snap);
+        assert_eq!(backend_for(Some("snap"), bin, "3.4/stable"), snap);
+        assert_eq!(backend_for(Some(""), bin, "3.4/stable"), snap);
+        assert_eq!(backend_for(Some("systemd?"), bin, "3.4/stable"), snap);
+        assert_eq!(
+            backend_for(Some("direct"), bin, "3.4/stable"),
+            Backend::Direct {
+                etcd_bin: "/opt/etcd".into()
+            }
+        );
+    }
+
+    #[test]
+    fn commands_display_as_typed() {
+        assert_eq!(
+            Cmd::new("systemctl", &["start", "x"]).to_string(),
+            "systemctl start x"
+        );
+    }
 }

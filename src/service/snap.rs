@@ -1,0 +1,313 @@
+//! The snap backend: etcd from the `etcd` snap as `snap.etcd.etcd.service`,
+//! plus our drop-in. Every command is built by a pure function (tested
+//! below); the few functions that run them stay thin, since neither snapd
+//! nor a systemd PID 1 exist where the tests run.
+
+use super::{err, write_atomic, Cmd, Installed, Result};
+use crate::paths::Paths;
+use crate::render::{render_dropin, DropIn};
+
+/// The unit snapd writes for the etcd snap's `etcd` app.
+pub const SNAP_UNIT: &str = "snap.etcd.etcd.service";
+
+/// `systemctl` exits with this when the unit does not exist (no snap yet).
+const SYSTEMCTL_NOT_LOADED: i32 = 5;
+
+pub fn snap_install_cmd(channel: &str) -> Cmd {
+    Cmd::new("snap", &["install", "etcd", "--channel", channel])
+}
+
+pub fn snap_refresh_cmd(channel: &str) -> Cmd {
+    Cmd::new("snap", &["refresh", "etcd", "--channel", channel])
+}
+
+pub fn snap_list_cmd() -> Cmd {
+    Cmd::new("snap", &["list", "etcd"])
+}
+
+/// `systemctl <verb> snap.etcd.etcd.service`: start, stop, restart, is-active.
+pub fn systemctl_cmd(verb: &str) -> Cmd {
+    Cmd::new("systemctl", &[verb, SNAP_UNIT])
+}
+
+pub fn daemon_reload_cmd() -> Cmd {
+    Cmd::new("systemctl", &["daemon-reload"])
+}
+
+pub fn journal_cmd(lines: usize) -> Cmd {
+    let n = lines.to_string();
+    Cmd::new(
+        "journalctl",
+        &[
+            "--unit",
+            SNAP_UNIT,
+            "--lines",
+            &n,
+            "--no-pager",
+            "--output",
+            "short-iso",
+        ],
+    )
+}
+
+/// The etcd row of `snap list etcd`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapInfo {
+    pub version: String,
+    pub revision: String,
+    /// None for a snap installed from a file (`-` in the Tracking column).
+    pub tracking: Option<String>,
+}
+
+/// Reads `snap list etcd`: a header line, then
+/// `etcd  3.4.22  233  3.4/stable  canonical✓  -`.
+pub fn parse_snap_list(stdout: &str) -> Option<SnapInfo> {
+    stdout.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        match cols.as_slice() {
+            ["etcd", version, revision, tracking, ..] => Some(SnapInfo {
+                version: version.to_string(),
+                revision: revision.to_string(),
+                tracking: (*tracking != "-").then(|| tracking.to_string()),
+            }),
+            _ => None,
+        }
+    })
+}
+
+/// A channel as snap reports it in Tracking: `3.4` → `3.4/stable`,
+/// `edge` → `latest/edge`, `3.4/stable` unchanged.
+pub fn normalize_channel(channel: &str) -> String {
+    const RISKS: [&str; 4] = ["stable", "candidate", "beta", "edge"];
+    match channel {
+        "" => "latest/stable".to_string(),
+        c if c.contains('/') => c.to_string(),
+        c if RISKS.contains(&c) => format!("latest/{c}"),
+        c => format!("{c}/stable"),
+    }
+}
+
+/// What `install` must run: nothing when the snap already tracks the
+/// channel; `snap refresh` when it tracks another; `snap install` when absent.
+pub fn plan_snap(current: Option<&SnapInfo>, channel: &str) -> Option<Cmd> {
+    match current {
+        None => Some(snap_install_cmd(channel)),
+        Some(info) if info.tracking.as_deref() == Some(normalize_channel(channel).as_str()) => None,
+        Some(_) => Some(snap_refresh_cmd(channel)),
+    }
+}
+
+fn snap_info() -> Result<Option<SnapInfo>> {
+    let cmd = snap_list_cmd();
+    let out = cmd.output()?;
+    if out.status.success() {
+        return Ok(parse_snap_list(&String::from_utf8_lossy(&out.stdout)));
+    }
+    if String::from_utf8_lossy(&out.stderr).contains("no matching snaps installed") {
+        return Ok(None);
+    }
+    Err(err(cmd.to_string(), super::failure_text(&out)))
+}
+
+pub(super) fn install(paths: &Paths, channel: &str) -> Result<Installed> {
+    if let Some(cmd) = plan_snap(snap_info()?.as_ref(), channel) {
+        cmd.run()?;
+    }
+    ensure_dropin(paths)?;
+    Ok(match snap_info()? {
+        Some(info) => Installed::Ready {
+            version: info.version,
+        },
+        None => Installed::Missing {
+            reason: "the etcd snap is not installed after `snap install`".to_string(),
+        },
+    })
+}
+
+pub(super) fn version() -> Option<String> {
+    snap_info().ok().flatten().map(|i| i.version)
+}
+
+/// The drop-in as this charm binary would write it.
+fn dropin(paths: &Paths) -> Result<DropIn> {
+    let charm_binary = std::env::current_exe().map_err(|e| {
+        err(
+            "write the systemd drop-in",
+            format!("finding the charm binary: {e}"),
+        )
+    })?;
+    let root = std::path::absolute(paths.root()).map_err(|e| {
+        err(
+            "write the systemd drop-in",
+            format!("resolving the root: {e}"),
+        )
+    })?;
+    let d = DropIn { charm_binary, root };
+    d.validate()
+        .map_err(|e| err("write the systemd drop-in", e.to_string()))?;
+    Ok(d)
+}
+
+pub(super) fn ensure_dropin(paths: &Paths) -> Result<bool> {
+    let text = render_dropin(&dropin(paths)?);
+    let path = paths.systemd_dropin();
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+        return Ok(false);
+    }
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| err(format!("write {}", path.display()), e.to_string()))?;
+    daemon_reload_cmd().run()?;
+    Ok(true)
+}
+
+pub(super) fn remove_dropin(paths: &Paths) -> Result<()> {
+    let path = paths.systemd_dropin();
+    match std::fs::remove_file(&path) {
+        Ok(()) => daemon_reload_cmd().run().map(drop),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(err(format!("remove {}", path.display()), e.to_string())),
+    }
+}
+
+/// `systemctl start|restart`, with the journal's tail on failure (a refusal
+/// by the start guard shows up there).
+fn start_verb(paths: &Paths, verb: &str) -> Result<()> {
+    ensure_dropin(paths)?;
+    systemctl_cmd(verb).run().map(drop).map_err(|mut e| {
+        let tail = log_tail(20);
+        if !tail.trim().is_empty() {
+            e.problem = format!("{}\n{}", e.problem, tail.trim_end());
+        }
+        e
+    })
+}
+
+pub(super) fn start(paths: &Paths) -> Result<()> {
+    start_verb(paths, "start")
+}
+
+pub(super) fn restart(paths: &Paths) -> Result<()> {
+    start_verb(paths, "restart")
+}
+
+pub(super) fn stop() -> Result<()> {
+    let cmd = systemctl_cmd("stop");
+    let out = cmd.output()?;
+    match out.status.code() {
+        Some(0) | Some(SYSTEMCTL_NOT_LOADED) => Ok(()),
+        _ => Err(err(cmd.to_string(), super::failure_text(&out))),
+    }
+}
+
+/// Only `active` counts: `activating` (waiting to be restarted), `failed`
+/// and `inactive` (a removed member that exited 0) do not.
+pub(super) fn is_active() -> Result<bool> {
+    let out = systemctl_cmd("is-active").output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim() == "active")
+}
+
+pub(super) fn log_tail(lines: usize) -> String {
+    match journal_cmd(lines).output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Err(e) => format!("(no journal: {e})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(c: &Cmd) -> Vec<&str> {
+        std::iter::once(c.program.as_str())
+            .chain(c.args.iter().map(String::as_str))
+            .collect()
+    }
+
+    #[test]
+    fn snap_commands() {
+        assert_eq!(
+            argv(&snap_install_cmd("3.4/stable")),
+            ["snap", "install", "etcd", "--channel", "3.4/stable"]
+        );
+        assert_eq!(
+            argv(&snap_refresh_cmd("3.5/edge")),
+            ["snap", "refresh", "etcd", "--channel", "3.5/edge"]
+        );
+        assert_eq!(argv(&snap_list_cmd()), ["snap", "list", "etcd"]);
+    }
+
+    #[test]
+    fn systemctl_commands_name_the_snap_unit() {
+        for verb in ["start", "stop", "restart", "is-active"] {
+            assert_eq!(
+                argv(&systemctl_cmd(verb)),
+                ["systemctl", verb, "snap.etcd.etcd.service"]
+            );
+        }
+        assert_eq!(argv(&daemon_reload_cmd()), ["systemctl", "daemon-reload"]);
+        assert_eq!(
+            argv(&journal_cmd(20)),
+            [
+                "journalctl",
+                "--unit",
+                "snap.etcd.etcd.service",
+                "--lines",
+                "20",
+                "--no-pager",
+                "--output",
+                "short-iso"
+            ]
+        );
+    }
+
+    const LIST: &str = "Name  Version  Rev  Tracking    Publisher   Notes\n\
+                        etcd  3.4.22   233  3.4/stable  canonical✓  -\n";
+
+    #[test]
+    fn reads_snap_list() {
+        assert_eq!(
+            parse_snap_list(LIST),
+            Some(SnapInfo {
+                version: "3.4.22".into(),
+                revision: "233".into(),
+                tracking: Some("3.4/stable".into()),
+            })
+        );
+        let local = "Name Version Rev Tracking Publisher Notes\netcd 3.4.23 x1 - - -\n";
+        assert_eq!(parse_snap_list(local).unwrap().tracking, None);
+        assert_eq!(
+            parse_snap_list("Name Version Rev Tracking Publisher Notes\n"),
+            None
+        );
+        assert_eq!(parse_snap_list(""), None);
+    }
+
+    #[test]
+    fn channels_normalize_as_snap_tracks_them() {
+        assert_eq!(normalize_channel("3.4"), "3.4/stable");
+        assert_eq!(normalize_channel("3.4/stable"), "3.4/stable");
+        assert_eq!(normalize_channel("edge"), "latest/edge");
+        assert_eq!(normalize_channel(""), "latest/stable");
+        assert_eq!(normalize_channel("latest/edge/fix"), "latest/edge/fix");
+    }
+
+    #[test]
+    fn install_refresh_or_nothing() {
+        let info = parse_snap_list(LIST).unwrap();
+        assert_eq!(plan_snap(None, "3.4"), Some(snap_install_cmd("3.4")));
+        assert_eq!(plan_snap(Some(&info), "3.4"), None);
+        assert_eq!(plan_snap(Some(&info), "3.4/stable"), None);
+        assert_eq!(
+            plan_snap(Some(&info), "3.5/stable"),
+            Some(snap_refresh_cmd("3.5/stable"))
+        );
+        let local = SnapInfo {
+            tracking: None,
+            ..info
+        };
+        assert_eq!(
+            plan_snap(Some(&local), "3.4/stable"),
+            Some(snap_refresh_cmd("3.4/stable"))
+        );
+    }
+}
