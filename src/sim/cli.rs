@@ -1,0 +1,152 @@
+//! The `jujusim` command line.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "jujusim",
+    version,
+    about = "A local, multi-unit Juju model that runs a machine charm's hooks",
+    after_help = "Exit status: 0 done; 1 the command failed; 2 a unit is in error; 3 --max-hooks was reached before the model settled."
+)]
+pub struct Cli {
+    /// Model directory [default: $JUJUSIM_MODEL, else ./jujusim-model]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Re-seed the generator that interleaves units' hooks
+    #[arg(long, global = true)]
+    pub seed: Option<u64>,
+    /// Most hook runs one command may make before it stops and reports
+    #[arg(long, global = true, default_value_t = 1000)]
+    pub max_hooks: usize,
+    /// Seconds a hook, action or exec may run before it is killed
+    #[arg(long, global = true, default_value_t = 600)]
+    pub hook_timeout: u64,
+    /// Runs of a failing hook before its unit is put in error
+    #[arg(long, global = true, default_value_t = 3)]
+    pub attempts: u32,
+    /// Milliseconds between runs of a failing hook
+    #[arg(long, global = true, default_value_t = 500)]
+    pub retry_delay_ms: u64,
+    /// Seconds between SIGTERM and SIGKILL when stopping workloads
+    #[arg(long, global = true, default_value_t = 15)]
+    pub kill_timeout: u64,
+    /// No per-hook progress lines on stderr
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Deploy a charm directory as an application
+    Deploy {
+        charm_dir: PathBuf,
+        /// Application name [default: the charm's name]
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(short = 'n', long = "num-units", default_value_t = 1)]
+        num_units: u32,
+        /// key=value, checked against config.yaml (repeatable)
+        #[arg(long = "config", value_name = "K=V")]
+        config: Vec<String>,
+        /// Variable passed to every hook; `{unit}` and `{unit_root}` are expanded per unit (repeatable)
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        /// JUJU_VERSION the hooks see (4.x has no leader-get/leader-set/unit-get) [default: 3.6.4]
+        #[arg(long)]
+        juju_version: Option<String>,
+    },
+    /// Add units to an application
+    AddUnit {
+        app: Option<String>,
+        #[arg(short = 'n', long = "num-units", default_value_t = 1)]
+        num_units: u32,
+    },
+    /// Remove a unit: it leaves its relations, stops, is removed, and its processes are killed
+    RemoveUnit {
+        unit: String,
+        /// Also remove a unit that is in error (its failed hook is dropped)
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print an application's config, or set options (k=v) and reset them
+    Config {
+        /// [APP] [k=v ...]
+        args: Vec<String>,
+        /// Options to return to their defaults (comma-separated, repeatable)
+        #[arg(long, value_delimiter = ',')]
+        reset: Vec<String>,
+        #[arg(long, default_value = "yaml")]
+        format: String,
+    },
+    /// Upgrade an application to a new charm directory
+    Refresh {
+        app: Option<String>,
+        #[arg(long)]
+        path: PathBuf,
+        /// Change nothing: run `<new charm>/dispatch upgrade-charm --dry-run [ARGS after --]` on each unit
+        #[arg(long)]
+        dry_run: bool,
+        /// Also refresh units in error (they skip upgrade-charm and config-changed)
+        #[arg(long)]
+        force_units: bool,
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
+    /// Move leadership to a unit (it runs leader-elected)
+    Elect { unit: String },
+    /// Run an action on a unit and print its results
+    RunAction {
+        unit: String,
+        action: String,
+        /// key=value parameters (values are read as YAML scalars)
+        params: Vec<String>,
+        #[arg(long, default_value = "yaml")]
+        format: String,
+    },
+    /// Reboot a unit's machine: its processes are killed, then start runs
+    Reboot { unit: String },
+    /// Relate two applications: APP:ENDPOINT APP:ENDPOINT
+    Integrate { a: String, b: String },
+    /// Run update-status on one unit, or on all
+    UpdateStatus { unit: Option<String> },
+    /// Clear a unit's error and retry the failed hook
+    Resolve {
+        unit: String,
+        /// Skip the failed hook instead of retrying it
+        #[arg(long)]
+        no_retry: bool,
+    },
+    /// Run a command in a unit's hook context (tools, JUJU_* variables), like `juju exec`
+    Exec {
+        unit: String,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Run queued hooks until the model is quiescent
+    Settle,
+    /// The model's applications and units
+    Status {
+        #[arg(long, default_value = "tabular")]
+        format: String,
+    },
+    /// The hook log (or juju-log lines, or hook-tool calls)
+    Log {
+        #[arg(long)]
+        unit: Option<String>,
+        /// Print juju-log lines instead
+        #[arg(long, conflicts_with = "tool_calls")]
+        juju_log: bool,
+        /// Print hook-tool calls instead
+        #[arg(long)]
+        tool_calls: bool,
+        /// text or json (JSON lines)
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
+    /// Stop every workload the model started and remove its units
+    Destroy,
+}

@@ -1,0 +1,186 @@
+//! `deploy` and `add-unit`: a new application (with its peer relations) and
+//! new units, each with its own machine, directory, charm copy and address.
+
+use super::{split_kv, Ctx};
+use crate::sim::charmdir;
+use crate::sim::config;
+use crate::sim::error::{bail, Context as _, Result};
+use crate::sim::events;
+use crate::sim::identity;
+use crate::sim::model::{Application, Endpoint, Model, Relation, Status, Unit};
+use crate::sim::store::{self, ModelDir};
+use crate::sim::tools;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_JUJU_VERSION: &str = "3.6.4";
+pub const DEFAULT_SEED: u64 = 1;
+
+pub fn deploy(
+    ctx: &Ctx,
+    charm_dir: &Path,
+    name: Option<String>,
+    num_units: u32,
+    config_args: &[String],
+    env_args: &[String],
+    juju_version: Option<String>,
+) -> Result<u8> {
+    let charm_dir = std::fs::canonicalize(charm_dir).ctx(charm_dir.display())?;
+    let meta = charmdir::read_charm(&charm_dir)?;
+    let app_name = name.unwrap_or_else(|| meta.name.clone());
+    if !valid_app_name(&app_name) {
+        bail!("invalid application name {app_name:?}");
+    }
+    let settings = config_args
+        .iter()
+        .map(|c| split_kv(c, "--config"))
+        .collect::<Result<Vec<_>>>()?;
+    let env = env_args
+        .iter()
+        .map(|e| split_kv(e, "--env"))
+        .collect::<Result<Vec<_>>>()?;
+    let dir = &ctx.dir;
+    let seed = ctx.seed.get();
+    let version = dir.update(|m| {
+        if m.name.is_empty() || m.destroyed {
+            init_model(m, dir, seed);
+        }
+        if let Some(v) = &juju_version {
+            m.juju_version = v.clone();
+        }
+        if m.applications.contains_key(&app_name) {
+            bail!("application {app_name:?} already exists");
+        }
+        let mut app = Application {
+            name: app_name.clone(),
+            charm: meta.clone(),
+            env: env.into_iter().collect(),
+            ..Default::default()
+        };
+        config::apply(&mut app, &settings, &[])?;
+        store_charm(m, dir, &mut app, &charm_dir)?;
+        m.applications.insert(app_name.clone(), app);
+        for (ep, interface) in &meta.peers {
+            m.next_relation += 1;
+            let id = m.next_relation - 1;
+            let endpoint = Endpoint {
+                app: app_name.clone(),
+                name: ep.clone(),
+                interface: interface.clone(),
+                role: "peer".into(),
+            };
+            m.relations.insert(
+                id,
+                Relation {
+                    id,
+                    endpoints: vec![endpoint],
+                    ..Default::default()
+                },
+            );
+        }
+        add_units(m, dir, &app_name, num_units)?;
+        Ok(m.juju_version.clone())
+    })?;
+    tools::install_links(dir, &version)?;
+    ctx.progress.note(&format!(
+        "deployed {app_name} ({num_units} units) in {} (seed {})",
+        dir.root.display(),
+        dir.read()?.seed
+    ));
+    ctx.settle()
+}
+
+fn valid_app_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+}
+
+fn init_model(m: &mut Model, dir: &ModelDir, seed: Option<u64>) {
+    m.destroyed = false;
+    m.name = identity::model_name(&dir.root);
+    m.uuid = identity::model_uuid(&dir.root);
+    m.address_prefix = identity::address_prefix(&dir.root);
+    m.juju_version = DEFAULT_JUJU_VERSION.into();
+    m.seed = seed.unwrap_or(DEFAULT_SEED);
+    m.prng = m.seed;
+}
+
+/// Keeps the model's own copy of a charm (units copy from it, as Juju keeps
+/// the charm archive), as a new revision of `app`.
+pub fn store_charm(
+    m: &mut Model,
+    dir: &ModelDir,
+    app: &mut Application,
+    source: &Path,
+) -> Result<PathBuf> {
+    m.next_charm_rev += 1;
+    let target = dir
+        .charms_dir()
+        .join(format!("{}-{}", app.name, m.next_charm_rev));
+    charmdir::replace_tree(source, &target)?;
+    app.charm_dir = target.clone();
+    app.charm_rev = m.next_charm_rev;
+    Ok(target)
+}
+
+/// Creates `n` units of `app` and queues their deploy hooks; the first unit
+/// of an application without a leader becomes its leader.
+pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec<String>> {
+    let mut added = Vec::new();
+    for _ in 0..n {
+        let a = m.app_mut(app)?;
+        let number = a.next_unit;
+        a.next_unit += 1;
+        let charm = a.charm_dir.clone();
+        let name = format!("{app}/{number}");
+        let Some(address) = identity::unit_address(&m.address_prefix, number) else {
+            bail!("{name}: a model has room for 254 units per application");
+        };
+        let unit_dir = dir.units_dir().join(format!("{app}-{number}"));
+        if unit_dir.exists() {
+            std::fs::remove_dir_all(&unit_dir).ctx(format!("clearing {}", unit_dir.display()))?;
+        }
+        let unit = Unit {
+            name: name.clone(),
+            app: app.to_string(),
+            number,
+            machine: m.next_machine,
+            dir: unit_dir,
+            address,
+            workload: Status {
+                current: "waiting".into(),
+                message: "agent initialising".into(),
+                since: store::now_rfc3339(),
+            },
+            ..Default::default()
+        };
+        m.next_machine += 1;
+        charmdir::copy_tree(&charm, &unit.charm_dir())?;
+        std::fs::create_dir_all(unit.root())?;
+        for s in &m.app(app)?.charm.storage {
+            std::fs::create_dir_all(crate::sim::hookenv::storage_dir(&unit.dir, s))?;
+        }
+        m.units.insert(name.clone(), unit);
+        let a = m.app_mut(app)?;
+        if a.leader.is_none() {
+            a.leader = Some(name.clone());
+        }
+        added.push(name);
+    }
+    for name in &added {
+        events::new_unit(m, name);
+    }
+    Ok(added)
+}
+
+pub fn add_unit(ctx: &Ctx, app: Option<&str>, n: u32) -> Result<u8> {
+    let dir = &ctx.dir;
+    let added = dir.update(|m| {
+        let app = m.default_app(app)?;
+        add_units(m, dir, &app, n)
+    })?;
+    ctx.progress.note(&format!("added {}", added.join(", ")));
+    ctx.settle()
+}

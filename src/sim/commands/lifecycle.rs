@@ -1,0 +1,128 @@
+//! `elect`, `reboot`, `integrate`, `update-status`, `resolve`.
+
+use super::Ctx;
+use crate::sim::error::{bail, Result};
+use crate::sim::events;
+use crate::sim::model::{Agent, Endpoint, Event, HookKind, Life, Model, Relation};
+use crate::sim::procs::{self, Target};
+
+pub fn elect(ctx: &Ctx, unit: &str) -> Result<u8> {
+    ctx.dir.update(|m| {
+        if m.unit(unit)?.life != Life::Alive {
+            bail!("{unit} is dying");
+        }
+        if m.is_leader(unit) {
+            ctx.progress.note(&format!("{unit} already leads"));
+            return Ok(());
+        }
+        events::elect(m, unit);
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
+/// The machine restarts: the unit's processes die with it, then `start`.
+pub fn reboot(ctx: &Ctx, unit: &str) -> Result<u8> {
+    let root = ctx.dir.read()?.unit(unit)?.root();
+    let n = procs::stop(&Target::unit(&ctx.dir.root, &root), ctx.opts.kill_grace);
+    ctx.progress
+        .note(&format!("{unit} rebooted ({n} processes stopped)"));
+    ctx.dir.update(|m| {
+        m.unit_mut(unit)?
+            .queue
+            .push_back(Event::simple(HookKind::Start));
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
+pub fn update_status(ctx: &Ctx, unit: Option<&str>) -> Result<u8> {
+    ctx.dir.update(|m| {
+        let units = match unit {
+            Some(u) => vec![m.unit(u)?.name.clone()],
+            None => m.all_units(),
+        };
+        for u in units {
+            events::enqueue(m.unit_mut(&u)?, Event::simple(HookKind::UpdateStatus));
+        }
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
+pub fn resolve(ctx: &Ctx, unit: &str, no_retry: bool) -> Result<u8> {
+    ctx.dir.update(|m| {
+        let u = m.unit_mut(unit)?;
+        if !matches!(u.agent, Agent::Error(_)) {
+            bail!("{unit} is not in an error state");
+        }
+        u.agent = Agent::Idle;
+        if no_retry {
+            u.queue.pop_front();
+        }
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
+/// `APP:EP` or `APP`; the endpoint is found when only one fits.
+fn split_endpoint(raw: &str) -> (&str, Option<&str>) {
+    match raw.split_once(':') {
+        Some((a, e)) => (a, Some(e)),
+        None => (raw, None),
+    }
+}
+
+/// (endpoint, interface, role) of every non-peer endpoint of an app.
+fn endpoints_of(m: &Model, app: &str) -> Result<Vec<(String, String, &'static str)>> {
+    let charm = &m.app(app)?.charm;
+    let provides = charm
+        .provides
+        .iter()
+        .map(|(e, i)| (e.clone(), i.clone(), "provider"));
+    let requires = charm
+        .requires
+        .iter()
+        .map(|(e, i)| (e.clone(), i.clone(), "requirer"));
+    Ok(provides.chain(requires).collect())
+}
+
+pub fn integrate(ctx: &Ctx, a: &str, b: &str) -> Result<u8> {
+    ctx.dir.update(|m| {
+        let (app_a, ep_a) = split_endpoint(a);
+        let (app_b, ep_b) = split_endpoint(b);
+        if app_a == app_b {
+            bail!("cannot relate {app_a} to itself (peer relations come from metadata.yaml)");
+        }
+        let (eas, ebs) = (endpoints_of(m, app_a)?, endpoints_of(m, app_b)?);
+        let mut fits = Vec::new();
+        for (na, ia, ra) in &eas {
+            for (nb, ib, rb) in &ebs {
+                let named = ep_a.is_none_or(|e| e == na) && ep_b.is_none_or(|e| e == nb);
+                if named && ia == ib && ra != rb {
+                    fits.push((Endpoint { app: app_a.into(), name: na.clone(), interface: ia.clone(), role: (*ra).into() },
+                               Endpoint { app: app_b.into(), name: nb.clone(), interface: ib.clone(), role: (*rb).into() }));
+                }
+            }
+        }
+        let (ea, eb) = match fits.len() {
+            1 => fits.remove(0),
+            0 => bail!("no relation between {a} and {b}: endpoints need the same interface, one providing and one requiring"),
+            _ => bail!("ambiguous relation between {a} and {b}: name the endpoints (APP:ENDPOINT)"),
+        };
+        let exists = m.relations.values().any(|r| {
+            r.endpoints.iter().any(|e| e.app == ea.app && e.name == ea.name)
+                && r.endpoints.iter().any(|e| e.app == eb.app && e.name == eb.name)
+        });
+        if exists {
+            bail!("{}:{} and {}:{} are already related", ea.app, ea.name, eb.app, eb.name);
+        }
+        let id = m.next_relation;
+        m.next_relation += 1;
+        ctx.progress.note(&format!("relation {id}: {}:{} ↔ {}:{}", ea.app, ea.name, eb.app, eb.name));
+        m.relations.insert(id, Relation { id, endpoints: vec![ea, eb], ..Default::default() });
+        events::relation_added(m, id);
+        Ok(())
+    })?;
+    ctx.settle()
+}

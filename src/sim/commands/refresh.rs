@@ -1,0 +1,114 @@
+//! `refresh`: replace an application's charm on every unit and run
+//! upgrade-charm → config-changed → leader-settings-changed → start; and its
+//! dry run, which changes nothing and asks the new charm itself.
+
+use super::deploy::store_charm;
+use super::Ctx;
+use crate::sim::charmdir;
+use crate::sim::config;
+use crate::sim::error::{bail, Context as _, Result};
+use crate::sim::events;
+use crate::sim::hookenv::Work;
+use crate::sim::invoke;
+use crate::sim::model::{Agent, Event, HookKind, Life};
+use crate::sim::runner::{self, Capture, Spawn};
+use std::path::Path;
+
+pub fn refresh(ctx: &Ctx, app: Option<&str>, path: &Path, force_units: bool) -> Result<u8> {
+    let source = std::fs::canonicalize(path).ctx(path.display())?;
+    let meta = charmdir::read_charm(&source)?;
+    let dir = &ctx.dir;
+    let app = dir.update(|m| {
+        let app = m.default_app(app)?;
+        let units = m.units_of(&app);
+        let in_error: Vec<&String> = units
+            .iter()
+            .filter(|u| matches!(m.units[*u].agent, Agent::Error(_)))
+            .collect();
+        if !in_error.is_empty() && !force_units {
+            bail!("units in error: {in_error:?}; resolve them, or pass --force-units");
+        }
+        if meta.name != m.app(&app)?.charm.name {
+            ctx.progress.note(&format!(
+                "note: charm name changes from {} to {}",
+                m.app(&app)?.charm.name,
+                meta.name
+            ));
+        }
+        let mut a = m.app(&app)?.clone();
+        a.charm = meta.clone();
+        config::retain_valid(&mut a);
+        let stored = store_charm(m, dir, &mut a, &source)?;
+        m.applications.insert(app.clone(), a);
+        for unit in &units {
+            charmdir::replace_tree(&stored, &m.units[unit].charm_dir())?;
+        }
+        let (errored, healthy): (Vec<String>, Vec<String>) = units
+            .into_iter()
+            .partition(|u| matches!(m.units[u].agent, Agent::Error(_)));
+        events::refreshed(m, &healthy);
+        for unit in errored {
+            // A forced refresh out of an error state skips upgrade-charm and
+            // config-changed: the failed hook runs again, on the new charm.
+            let leader = m.is_leader(&unit);
+            let u = m.unit_mut(&unit)?;
+            u.agent = Agent::Idle;
+            if !leader {
+                u.queue
+                    .push_back(Event::simple(HookKind::LeaderSettingsChanged));
+            }
+            u.queue.push_back(Event::simple(HookKind::Start));
+        }
+        Ok(app)
+    })?;
+    ctx.progress
+        .note(&format!("refreshed {app} to {}", source.display()));
+    ctx.settle()
+}
+
+/// Runs `<new charm>/dispatch upgrade-charm --dry-run [extra…]` on each unit
+/// in an exec-like context whose changes are all discarded, and prints each
+/// unit's output under a header. Fails if any unit's run did.
+pub fn dry_run(ctx: &Ctx, app: Option<&str>, path: &Path, extra: &[String]) -> Result<u8> {
+    let source = std::fs::canonicalize(path).ctx(path.display())?;
+    let dispatch = source.join("dispatch");
+    if !dispatch.is_file() {
+        bail!("{}: no dispatch to run the dry run with", source.display());
+    }
+    let dir = &ctx.dir;
+    let units = dir.read().and_then(|m| {
+        let app = m.default_app(app)?;
+        Ok(m.units_of(&app)
+            .into_iter()
+            .filter(|u| m.units[u].life == Life::Alive)
+            .collect::<Vec<_>>())
+    })?;
+    let mut failed = Vec::new();
+    for unit in &units {
+        let opened = dir.update(|m| Ok(invoke::open(m, dir, unit, &Work::Exec, true)))?;
+        let out = opened.unit_dir.join("dry-run-output.log");
+        let mut args = vec!["upgrade-charm".to_string(), "--dry-run".to_string()];
+        args.extend(extra.iter().cloned());
+        let outcome = runner::run(&Spawn {
+            program: dispatch.clone(),
+            args,
+            cwd: opened.charm_dir.clone(),
+            env: opened.env.clone(),
+            timeout: ctx.opts.hook_timeout,
+            capture: Capture::Combined(out.clone()),
+        });
+        dir.update(|m| Ok(invoke::close(m, &opened.context, false)))?;
+        let outcome = outcome?;
+        println!("=== {unit} (exit {}) ===", outcome.code);
+        print!("{}", std::fs::read_to_string(&out).unwrap_or_default());
+        if !outcome.ok() {
+            failed.push(unit.clone());
+        }
+    }
+    if failed.is_empty() {
+        Ok(0)
+    } else {
+        eprintln!("jujusim: dry run failed on {}", failed.join(", "));
+        Ok(1)
+    }
+}

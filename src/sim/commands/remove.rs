@@ -1,0 +1,44 @@
+//! `remove-unit` and `destroy`.
+
+use super::Ctx;
+use crate::sim::error::{bail, Result};
+use crate::sim::events;
+use crate::sim::model::{Agent, Life};
+use crate::sim::procs::{self, Target};
+
+pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
+    ctx.dir.update(|m| {
+        let u = m.unit_mut(unit)?;
+        if u.life == Life::Dying {
+            bail!("{unit} is already being removed");
+        }
+        if let Agent::Error(hook) = &u.agent {
+            if !force {
+                bail!("{unit} is in error (hook {hook:?}): resolve it first, or pass --force");
+            }
+            u.agent = Agent::Idle;
+            u.queue.pop_front();
+        }
+        events::begin_removal(m, unit);
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
+/// Stops every workload of the model, then forgets its applications.
+pub fn destroy(ctx: &Ctx) -> Result<u8> {
+    let stopped = procs::stop(&Target::whole_model(&ctx.dir.root), ctx.opts.kill_grace);
+    ctx.dir.update(|m| {
+        m.destroyed = true;
+        m.applications.clear();
+        m.units.clear();
+        m.relations.clear();
+        m.contexts.clear();
+        Ok(())
+    })?;
+    eprintln!(
+        "destroyed model {} ({stopped} processes stopped)",
+        ctx.dir.root.display()
+    );
+    Ok(0)
+}

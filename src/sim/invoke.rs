@@ -1,0 +1,92 @@
+//! One context from open to close: allocate its id, build its environment,
+//! run the process, then commit what it staged (exit 0) or drop it.
+
+use crate::sim::commit;
+use crate::sim::error::Result;
+use crate::sim::hookenv::{self, Work};
+use crate::sim::model::{Context, Model};
+use crate::sim::runner::{self, Capture, Outcome, Spawn};
+use crate::sim::store::ModelDir;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything needed to run a context once the lock is released.
+pub struct Opened {
+    pub unit: String,
+    pub context: String,
+    pub env: Vec<(String, String)>,
+    pub charm_dir: PathBuf,
+    pub unit_dir: PathBuf,
+}
+
+/// Registers a context for `unit` (under the caller's lock).
+pub fn open(model: &mut Model, dir: &ModelDir, unit: &str, work: &Work, dry_run: bool) -> Opened {
+    model.next_context += 1;
+    let context = format!("{unit}-{}-{}", work.label(), model.next_context);
+    let (event, action) = match work {
+        Work::Hook(ev) => (Some(ev.clone()), None),
+        Work::Action { id, .. } => (None, Some(id.clone())),
+        Work::Exec => (None, None),
+    };
+    model.contexts.insert(
+        context.clone(),
+        Context {
+            id: context.clone(),
+            unit: unit.into(),
+            event,
+            action,
+            dry_run,
+            ..Default::default()
+        },
+    );
+    let env = hookenv::build(model, dir, unit, &context, work);
+    let u = &model.units[unit];
+    Opened {
+        unit: unit.into(),
+        context,
+        env,
+        charm_dir: u.charm_dir(),
+        unit_dir: u.dir.clone(),
+    }
+}
+
+/// Closes a context: its staged changes land if `ok` (and it is no dry run).
+/// Returns the context, with its tool-call count.
+pub fn close(model: &mut Model, context: &str, ok: bool) -> Option<Context> {
+    let ctx = model.contexts.remove(context)?;
+    if ok && !ctx.dry_run {
+        commit::commit(model, &ctx.unit, &ctx.staged);
+    }
+    Some(ctx)
+}
+
+/// Runs the charm for a hook or action in an opened context; a missing hook
+/// succeeds at once (Juju skips it).
+pub fn run_charm(
+    opened: &Opened,
+    work: &Work,
+    timeout: Duration,
+    capture: Capture,
+) -> Result<Outcome> {
+    let Some(program) = hookenv::program(&opened.charm_dir, work) else {
+        let missing_action = matches!(work, Work::Action { .. });
+        return Ok(Outcome {
+            code: i32::from(missing_action),
+            timed_out: false,
+            duration: Duration::ZERO,
+        });
+    };
+    runner::run(&Spawn {
+        program,
+        args: Vec::new(),
+        cwd: opened.charm_dir.clone(),
+        env: opened.env.clone(),
+        timeout,
+        capture,
+    })
+}
+
+/// Where a unit's last hook output goes.
+pub fn output_file(opened: &Opened) -> PathBuf {
+    opened.unit_dir.join("hook-output.log")
+}
