@@ -276,28 +276,24 @@ pub(super) fn stop(paths: &Paths, grace: Duration) -> Result<()> {
             return Ok(());
         }
     }
-    let running = || -> Vec<i32> {
-        let mut pids: Vec<i32> = sup
-            .filter(|&s| is_supervisor(s, &files))
-            .into_iter()
-            .collect();
-        pids.extend(etcd.filter(|&e| is_our_etcd(e, &files, None)));
-        pids.extend(live_etcd(&files, None).filter(|e| !pids.contains(e)));
-        pids
-    };
-    if !wait_until(grace, || running().is_empty()) {
-        if let Some(s) = sup.filter(|&s| is_supervisor(s, &files)) {
+    // Identities are checked once, here and when a new etcd pid shows up;
+    // after that a pid is waited on until it is gone or a zombie. (A dying
+    // process loses its cmdline before it closes its sockets, so checking
+    // identity again would call it gone too early.)
+    let mut tracked: Vec<i32> = sup.into_iter().chain(etcd).collect();
+    if !wait_until(grace, || all_gone(&files, &mut tracked)) {
+        if let Some(s) = sup.filter(|&s| alive(s)) {
             // Its session is its process group: that reaches an etcd it
             // spawned but had no time to record.
             let _ = signal::killpg(Pid::from_raw(s), Signal::SIGKILL);
         }
-        for pid in running() {
+        for &pid in &tracked {
             send(pid, Signal::SIGKILL);
         }
-        if !wait_until(KILL_WAIT, || running().is_empty()) {
+        if !wait_until(KILL_WAIT, || all_gone(&files, &mut tracked)) {
             return Err(err(
                 "stop",
-                format!("still running after SIGKILL: pids {:?}", running()),
+                format!("still running after SIGKILL: pids {tracked:?}"),
             ));
         }
         if let Ok(log) = open_log(&files.log) {
@@ -567,6 +563,15 @@ fn is_our_etcd(pid: i32, files: &Files, parent: Option<i32>) -> bool {
         && proc_cmdline(pid)
             .windows(2)
             .any(|w| w[0] == "--config-file" && Path::new(&w[1]) == files.config)
+}
+
+/// Adds a newly recorded etcd to `tracked`, drops the dead; whether none is left.
+fn all_gone(files: &Files, tracked: &mut Vec<i32>) -> bool {
+    if let Some(e) = live_etcd(files, None).filter(|e| !tracked.contains(e)) {
+        tracked.push(e);
+    }
+    tracked.retain(|&p| alive(p));
+    tracked.is_empty()
 }
 
 fn live_supervisor(files: &Files) -> Option<i32> {
