@@ -64,7 +64,13 @@ impl CharmConfig {
                 "config port and management_port are both {port_}; they must differ"
             ));
         }
-        let snapshot_count = match int(m, "snapshot_count")? {
+        // A string option in the Python charm: "auto" (etcd's default) or digits.
+        let auto = matches!(m.get("snapshot_count"), Some(Value::String(s)) if s.trim() == "auto" || s.trim().is_empty());
+        let snapshot_count = match if auto {
+            None
+        } else {
+            int(m, "snapshot_count")?
+        } {
             None => None,
             Some(n) if n > 0 => Some(n as u64),
             // The Python charm treated 0 as "etcd's default".
@@ -97,7 +103,8 @@ impl CharmConfig {
         };
         let channel = match m.get("channel") {
             None | Some(Value::Null) => d.channel,
-            Some(Value::String(s)) if s.trim().is_empty() => d.channel,
+            // "auto": the channel this charm ships with.
+            Some(Value::String(s)) if s.trim().is_empty() || s.trim() == "auto" => d.channel,
             Some(Value::String(s))
                 if s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "./-_".contains(c)) =>
@@ -130,6 +137,18 @@ mod tests {
     #[test]
     fn defaults_when_unset() {
         assert_eq!(parse(json!({})).unwrap(), CharmConfig::default());
+    }
+
+    #[test]
+    fn python_charm_defaults_mean_etcds_own() {
+        let c = parse(json!({"snapshot_count": "auto", "channel": "auto"})).unwrap();
+        assert_eq!(c, CharmConfig::default());
+        assert_eq!(
+            parse(json!({"snapshot_count": "5000"}))
+                .unwrap()
+                .snapshot_count,
+            Some(5000)
+        );
     }
 
     #[test]
