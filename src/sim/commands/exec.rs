@@ -33,11 +33,13 @@ pub fn exec(ctx: &Ctx, unit: &str, cmd: &[String]) -> Result<u8> {
     let ok = outcome.as_ref().is_ok_and(|o| o.ok());
     dir.update(|m| Ok(invoke::close(m, &opened.context, ok)))?;
     let outcome = outcome?;
+    // Like `juju exec`, the exit status is the command's; units in error
+    // are reported on stderr by the settle, a bound hit fails.
     let settled = ctx.settle()?;
     if outcome.code != 0 {
         return Ok(u8::try_from(outcome.code).unwrap_or(1).max(1));
     }
-    Ok(settled)
+    Ok(if settled == 3 { 3 } else { 0 })
 }
 
 /// A bare command name, looked up on `path` (Command would use our own PATH).
