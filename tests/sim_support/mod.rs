@@ -114,8 +114,3 @@ impl Sim {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
-
-/// Index of the first element equal to `x` at or after `from`.
-pub fn position_from(v: &[String], from: usize, x: &str) -> Option<usize> {
-    v.iter().skip(from).position(|h| h == x).map(|i| i + from)
-}
