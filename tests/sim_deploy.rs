@@ -3,27 +3,52 @@
 mod sim_support;
 use sim_support::{charm, text, Sim};
 
-const DEPLOY: [&str; 5] = ["install", "cluster-relation-created", "", "config-changed", "start"];
+const DEPLOY: [&str; 5] = [
+    "install",
+    "cluster-relation-created",
+    "",
+    "config-changed",
+    "start",
+];
 
 /// The deploy sequence on one unit, with leader-elected or
 /// leader-settings-changed in the middle.
 fn deploy_order(leader: bool) -> Vec<String> {
-    let mid = if leader { "leader-elected" } else { "leader-settings-changed" };
-    DEPLOY.iter().map(|h| if h.is_empty() { mid } else { h }.to_string()).collect()
+    let mid = if leader {
+        "leader-elected"
+    } else {
+        "leader-settings-changed"
+    };
+    DEPLOY
+        .iter()
+        .map(|h| if h.is_empty() { mid } else { h }.to_string())
+        .collect()
 }
 
 #[test]
 fn deploy_order_is_exact_on_every_unit() {
     let sim = Sim::new();
     sim.deploy(3);
-    for (unit, leader) in [("simtest/0", true), ("simtest/1", false), ("simtest/2", false)] {
+    for (unit, leader) in [
+        ("simtest/0", true),
+        ("simtest/1", false),
+        ("simtest/2", false),
+    ] {
         let hooks = sim.hooks(unit);
         assert_eq!(hooks[..5], deploy_order(leader)[..], "{unit}: {hooks:?}");
         // Nothing relation-joined before start.
         let rest = &hooks[5..];
-        assert!(rest.iter().all(|h| h.starts_with("cluster-relation-") || h == "leader-settings-changed"), "{unit}: {hooks:?}");
+        assert!(
+            rest.iter()
+                .all(|h| h.starts_with("cluster-relation-") || h == "leader-settings-changed"),
+            "{unit}: {hooks:?}"
+        );
         // Joined both other units.
-        let joined: Vec<_> = sim.hook_lines(unit).into_iter().filter(|l| l.starts_with("cluster-relation-joined")).collect();
+        let joined: Vec<_> = sim
+            .hook_lines(unit)
+            .into_iter()
+            .filter(|l| l.starts_with("cluster-relation-joined"))
+            .collect();
         assert_eq!(joined.len(), 2, "{unit}: {joined:?}");
     }
     let st = sim.status();
@@ -41,7 +66,13 @@ fn joined_is_always_followed_by_changed_for_the_same_unit() {
     let sim = Sim::new();
     sim.deploy(3);
     sim.ok(&["add-unit", "-n", "2"]);
-    for unit in ["simtest/0", "simtest/1", "simtest/2", "simtest/3", "simtest/4"] {
+    for unit in [
+        "simtest/0",
+        "simtest/1",
+        "simtest/2",
+        "simtest/3",
+        "simtest/4",
+    ] {
         let lines = sim.hook_lines(unit);
         for (i, l) in lines.iter().enumerate() {
             if let Some(rest) = l.strip_prefix("cluster-relation-joined ") {
@@ -54,7 +85,10 @@ fn joined_is_always_followed_by_changed_for_the_same_unit() {
                 assert!(remote.starts_with("remote=simtest/"), "{l}");
             }
         }
-        let joined = lines.iter().filter(|l| l.starts_with("cluster-relation-joined")).count();
+        let joined = lines
+            .iter()
+            .filter(|l| l.starts_with("cluster-relation-joined"))
+            .count();
         assert_eq!(joined, 4, "{unit} joins every other unit once: {lines:?}");
     }
 }
@@ -67,7 +101,12 @@ fn peer_joined_only_with_more_than_one_unit() {
     sim.ok(&["add-unit"]);
     assert_eq!(sim.hooks("simtest/1")[..5], deploy_order(false)[..]);
     let after: Vec<String> = sim.hook_lines("simtest/0")[5..].to_vec();
-    assert!(after.iter().any(|l| l.starts_with("cluster-relation-joined remote=simtest/1")), "{after:?}");
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("cluster-relation-joined remote=simtest/1")),
+        "{after:?}"
+    );
 }
 
 #[test]
@@ -97,20 +136,48 @@ fn hook_environment_is_jujus() {
     assert_eq!(get("JUJU_DISPATCH_PATH"), "hooks/update-status");
     assert_eq!(get("JUJU_VERSION"), "3.6.4");
     assert_eq!(get("JUJU_MODEL_NAME"), "model");
-    assert_eq!(get("JUJU_CHARM_DIR"), model.join("units/simtest-1/charm").display().to_string());
-    assert_eq!(get("JUJUSIM_UNIT_ROOT"), model.join("units/simtest-1/root").display().to_string());
+    assert_eq!(
+        get("JUJU_CHARM_DIR"),
+        model.join("units/simtest-1/charm").display().to_string()
+    );
+    assert_eq!(
+        get("JUJUSIM_UNIT_ROOT"),
+        model.join("units/simtest-1/root").display().to_string()
+    );
     assert_eq!(get("JUJUSIM_MODEL"), model.display().to_string());
-    assert_eq!(get("SIMTEST_ROOT"), model.join("units/simtest-1/root/data").display().to_string());
+    assert_eq!(
+        get("SIMTEST_ROOT"),
+        model
+            .join("units/simtest-1/root/data")
+            .display()
+            .to_string()
+    );
     assert_eq!(get("SIMTEST_UNIT"), "simtest/1");
     assert!(get("PATH").starts_with(&format!("{}:", model.join("tools").display())));
-    for k in ["JUJU_MODEL_UUID", "JUJU_MACHINE_ID", "JUJU_CONTEXT_ID", "JUJU_AGENT_SOCKET_ADDRESS"] {
+    for k in [
+        "JUJU_MODEL_UUID",
+        "JUJU_MACHINE_ID",
+        "JUJU_CONTEXT_ID",
+        "JUJU_AGENT_SOCKET_ADDRESS",
+    ] {
         assert!(!get(k).is_empty(), "{k}");
     }
     assert!(!env.contains("JUJU_RELATION_ID="), "{env}");
     // A relation hook adds the relation variables.
     let lines = sim.hook_lines("simtest/1");
-    assert!(lines.contains(&"cluster-relation-joined remote=simtest/0 app=simtest rel=cluster:0 departing=".to_string()), "{lines:?}");
-    assert!(lines.contains(&"cluster-relation-created remote= app=simtest rel=cluster:0 departing=".to_string()), "{lines:?}");
+    assert!(
+        lines.contains(
+            &"cluster-relation-joined remote=simtest/0 app=simtest rel=cluster:0 departing="
+                .to_string()
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(
+            &"cluster-relation-created remote= app=simtest rel=cluster:0 departing=".to_string()
+        ),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -122,14 +189,21 @@ fn each_unit_has_its_own_loopback_address() {
     let (a0, a1) = (a0.trim(), a1.trim());
     assert!(a0.starts_with("127.") && a0.ends_with(".1"), "{a0}");
     assert!(a1.ends_with(".2"), "{a1}");
-    assert_eq!(a0.rsplit_once('.').unwrap().0, a1.rsplit_once('.').unwrap().0);
+    assert_eq!(
+        a0.rsplit_once('.').unwrap().0,
+        a1.rsplit_once('.').unwrap().0
+    );
     let x: u32 = a0.split('.').nth(1).unwrap().parse().unwrap();
     assert!((100..=250).contains(&x), "{a0}");
     let full: serde_json::Value =
-        serde_json::from_str(&sim.exec_ok("simtest/0", "network-get cluster --format=json")).unwrap();
+        serde_json::from_str(&sim.exec_ok("simtest/0", "network-get cluster --format=json"))
+            .unwrap();
     assert_eq!(full["ingress-addresses"][0], a0);
     assert_eq!(full["bind-addresses"][0]["addresses"][0]["value"], a0);
-    assert_eq!(sim.exec_ok("simtest/1", "unit-get private-address").trim(), a1);
+    assert_eq!(
+        sim.exec_ok("simtest/1", "unit-get private-address").trim(),
+        a1
+    );
     // Units can bind their address.
     let bound = std::net::TcpListener::bind((a1, 0));
     assert!(bound.is_ok(), "{a1}: {bound:?}");
@@ -144,13 +218,15 @@ fn each_unit_has_its_own_loopback_address() {
 fn config_get_prints_typed_values_and_config_validates() {
     let sim = Sim::new();
     sim.ok(&["deploy", charm().to_str().unwrap(), "--config", "count=7"]);
-    let v: serde_json::Value = serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json")).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json")).unwrap();
     assert_eq!(v["count"], 7);
     assert_eq!(v["ratio"], 0.5);
     assert_eq!(v["verbose"], false);
     assert_eq!(v["greeting"], "hello");
     assert!(v.get("unset").is_none(), "{v}");
-    let all: serde_json::Value = serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json --all")).unwrap();
+    let all: serde_json::Value =
+        serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json --all")).unwrap();
     assert!(all["unset"].is_null() && all.get("unset").is_some());
     assert_eq!(sim.exec_ok("simtest/0", "config-get greeting"), "hello\n");
 
@@ -164,13 +240,15 @@ fn config_get_prints_typed_values_and_config_validates() {
     sim.ok(&["config", "simtest", "verbose=true", "unset=x"]);
     let hooks = sim.hooks("simtest/0");
     assert_eq!(hooks[before..], ["config-changed".to_string()]);
-    let v: serde_json::Value = serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json")).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&sim.exec_ok("simtest/0", "config-get --format=json")).unwrap();
     assert_eq!(v["verbose"], true);
     assert_eq!(v["unset"], "x");
     // No change, no hook.
     sim.ok(&["config", "verbose=true"]);
     assert_eq!(sim.hooks("simtest/0").len(), before + 1);
-    let shown: serde_json::Value = serde_json::from_str(&sim.ok(&["config", "--format=json"])).unwrap();
+    let shown: serde_json::Value =
+        serde_json::from_str(&sim.ok(&["config", "--format=json"])).unwrap();
     assert_eq!(shown["count"], 7);
 }
 
@@ -178,7 +256,14 @@ fn config_get_prints_typed_values_and_config_validates() {
 fn seeded_order_is_reproducible() {
     let order = |seed: &str| {
         let sim = Sim::new();
-        sim.ok(&["--seed", seed, "deploy", charm().to_str().unwrap(), "-n", "3"]);
+        sim.ok(&[
+            "--seed",
+            seed,
+            "deploy",
+            charm().to_str().unwrap(),
+            "-n",
+            "3",
+        ]);
         sim.runs()
     };
     let a = order("7");

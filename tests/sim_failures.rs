@@ -17,11 +17,30 @@ fn failed_hook_discards_relation_set_and_ports_but_keeps_status_and_leader_set()
     let before = sim.hook_lines("simtest/1").len();
     let out = sim.run(&["update-status", "simtest/0"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("simtest/0 is in error: hook failed: \"update-status\""), "{}", text(&out.stderr));
-    assert_eq!(sim.exec_ok("simtest/1", "relation-get --format=json -r cluster:0 - simtest/0"), "{}\n");
-    assert_eq!(sim.exec_ok("simtest/1", "relation-get --format=json -r cluster:0 --app - simtest"), "{}\n");
+    assert!(
+        text(&out.stderr).contains("simtest/0 is in error: hook failed: \"update-status\""),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        sim.exec_ok(
+            "simtest/1",
+            "relation-get --format=json -r cluster:0 - simtest/0"
+        ),
+        "{}\n"
+    );
+    assert_eq!(
+        sim.exec_ok(
+            "simtest/1",
+            "relation-get --format=json -r cluster:0 --app - simtest"
+        ),
+        "{}\n"
+    );
     assert_eq!(sim.exec_ok("simtest/0", "state-get --format=json"), "{}\n");
-    assert_eq!(sim.exec_ok("simtest/1", "leader-get --format=json kept"), "\"1\"\n");
+    assert_eq!(
+        sim.exec_ok("simtest/1", "leader-get --format=json kept"),
+        "\"1\"\n"
+    );
     let st = sim.status();
     let u0 = &st["applications"]["simtest"]["units"]["simtest/0"];
     assert_eq!(u0["open-ports"], serde_json::json!([]));
@@ -44,11 +63,24 @@ fn failed_hook_discards_relation_set_and_ports_but_keeps_status_and_leader_set()
 fn a_successful_hook_commits_its_relation_data() {
     let sim = Sim::new();
     sim.deploy(2);
-    sim.on("simtest/0", "update-status", "relation-set -r cluster:0 a=1; open-port 2379\n");
+    sim.on(
+        "simtest/0",
+        "update-status",
+        "relation-set -r cluster:0 a=1; open-port 2379\n",
+    );
     sim.ok(&["update-status", "simtest/0"]);
-    assert_eq!(sim.exec_ok("simtest/1", "relation-get -r cluster:0 a simtest/0"), "1\n");
-    assert_eq!(sim.status()["applications"]["simtest"]["units"]["simtest/0"]["open-ports"], serde_json::json!(["2379/tcp"]));
-    assert_eq!(sim.hooks("simtest/1").last().unwrap(), "cluster-relation-changed");
+    assert_eq!(
+        sim.exec_ok("simtest/1", "relation-get -r cluster:0 a simtest/0"),
+        "1\n"
+    );
+    assert_eq!(
+        sim.status()["applications"]["simtest"]["units"]["simtest/0"]["open-ports"],
+        serde_json::json!(["2379/tcp"])
+    );
+    assert_eq!(
+        sim.hooks("simtest/1").last().unwrap(),
+        "cluster-relation-changed"
+    );
 }
 
 #[test]
@@ -79,38 +111,71 @@ fn failing_hook_is_retried_then_the_unit_is_in_error_until_resolved() {
     let st = sim.status();
     let u1 = &st["applications"]["simtest"]["units"]["simtest/1"];
     assert_eq!(u1["juju-status"]["current"], "error");
-    assert_eq!(u1["workload-status"]["message"], "hook failed: \"config-changed\"");
-    assert!(sim.ok(&["status"]).contains("hook failed: \"config-changed\""));
+    assert_eq!(
+        u1["workload-status"]["message"],
+        "hook failed: \"config-changed\""
+    );
+    assert!(sim
+        .ok(&["status"])
+        .contains("hook failed: \"config-changed\""));
     // No more hooks while in error.
     let n = sim.hooks("simtest/1").len();
     sim.run(&["update-status"]);
     assert_eq!(sim.hooks("simtest/1").len(), n);
-    assert!(!sim.run(&["resolve", "simtest/0"]).status.success(), "resolve of a healthy unit fails");
+    assert!(
+        !sim.run(&["resolve", "simtest/0"]).status.success(),
+        "resolve of a healthy unit fails"
+    );
     // Resolve retries the failed hook first, then what queued meanwhile
     // (the leader's leader-set of the new greeting, update-status).
     sim.clear_on("simtest/1", "config-changed");
     sim.ok(&["resolve", "simtest/1"]);
-    assert_eq!(sim.hooks("simtest/1")[n..], ["config-changed", "leader-settings-changed", "update-status"]);
-    assert_eq!(sim.status()["applications"]["simtest"]["units"]["simtest/1"]["juju-status"]["current"], "idle");
+    assert_eq!(
+        sim.hooks("simtest/1")[n..],
+        ["config-changed", "leader-settings-changed", "update-status"]
+    );
+    assert_eq!(
+        sim.status()["applications"]["simtest"]["units"]["simtest/1"]["juju-status"]["current"],
+        "idle"
+    );
 }
 
 #[test]
 fn fail_hook_config_fails_install_on_every_unit() {
     let sim = Sim::new();
-    let out = sim.run(&["--attempts", "2", "deploy", charm().to_str().unwrap(), "-n", "2", "--config", "fail-hook=install"]);
+    let out = sim.run(&[
+        "--attempts",
+        "2",
+        "deploy",
+        charm().to_str().unwrap(),
+        "-n",
+        "2",
+        "--config",
+        "fail-hook=install",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     for u in ["simtest/0", "simtest/1"] {
         assert_eq!(sim.hooks(u), ["install", "install"]);
     }
     // The output of the failing hook is kept in the hook log.
     let log = sim.hook_log();
-    assert!(log[0]["output"].as_str().unwrap().contains("failing install as configured"), "{}", log[0]);
+    assert!(
+        log[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("failing install as configured"),
+        "{}",
+        log[0]
+    );
     // Units in error make every command but exec and run-action exit 2.
     assert_eq!(sim.run(&["config", "fail-hook="]).status.code(), Some(2));
     // config-changed is queued behind the failed install: resolve runs both.
     assert_eq!(sim.run(&["resolve", "simtest/0"]).status.code(), Some(2));
     sim.ok(&["resolve", "simtest/1"]);
-    assert_eq!(sim.hooks("simtest/0")[2..5], ["install", "cluster-relation-created", "leader-elected"]);
+    assert_eq!(
+        sim.hooks("simtest/0")[2..5],
+        ["install", "cluster-relation-created", "leader-elected"]
+    );
 }
 
 #[test]
@@ -128,11 +193,24 @@ fn hook_timeout_kills_and_fails_the_hook() {
 #[test]
 fn max_hooks_bound_is_reported_and_settle_goes_on() {
     let sim = Sim::new();
-    let out = sim.run(&["--max-hooks", "4", "deploy", charm().to_str().unwrap(), "-n", "2"]);
+    let out = sim.run(&[
+        "--max-hooks",
+        "4",
+        "deploy",
+        charm().to_str().unwrap(),
+        "-n",
+        "2",
+    ]);
     assert_eq!(out.status.code(), Some(3));
     let err = text(&out.stderr);
-    assert!(err.contains("--max-hooks") && err.contains("Still queued"), "{err}");
+    assert!(
+        err.contains("--max-hooks") && err.contains("Still queued"),
+        "{err}"
+    );
     assert_eq!(sim.hook_log().len(), 4);
     sim.ok(&["settle"]);
-    assert_eq!(sim.status()["applications"]["simtest"]["units"]["simtest/1"]["workload-status"]["current"], "active");
+    assert_eq!(
+        sim.status()["applications"]["simtest"]["units"]["simtest/1"]["workload-status"]["current"],
+        "active"
+    );
 }

@@ -13,12 +13,24 @@ fn leader_settings_changed_follows_leader_set_on_every_non_leader() {
     // config-changed on the leader leader-sets the greeting.
     sim.ok(&["config", "greeting=bonjour"]);
     let log = sim.runs();
-    let leader_cc = log.iter().rposition(|(u, h)| u == "simtest/0" && h == "config-changed").unwrap();
+    let leader_cc = log
+        .iter()
+        .rposition(|(u, h)| u == "simtest/0" && h == "config-changed")
+        .unwrap();
     for (i, u) in UNITS.iter().enumerate().skip(1) {
         let new = sim.hooks(u)[before[i]..].to_vec();
-        assert!(new.contains(&"leader-settings-changed".to_string()), "{u}: {new:?}");
-        let lsc = log.iter().rposition(|(x, h)| x == u && h == "leader-settings-changed").unwrap();
-        assert!(lsc > leader_cc, "{u}: leader-settings-changed ran before the leader-set");
+        assert!(
+            new.contains(&"leader-settings-changed".to_string()),
+            "{u}: {new:?}"
+        );
+        let lsc = log
+            .iter()
+            .rposition(|(x, h)| x == u && h == "leader-settings-changed")
+            .unwrap();
+        assert!(
+            lsc > leader_cc,
+            "{u}: leader-settings-changed ran before the leader-set"
+        );
         assert_eq!(sim.exec_ok(u, "leader-get greeting"), "bonjour\n");
     }
     assert!(!sim.hooks("simtest/0")[before[0]..].contains(&"leader-settings-changed".to_string()));
@@ -41,23 +53,58 @@ fn remove_unit_departs_breaks_stops_removes() {
     let unit_dir = sim.unit_dir("simtest/2");
     sim.ok(&["remove-unit", "simtest/2"]);
     let dying = sim.hook_lines("simtest/2")[before[2]..].to_vec();
-    let names: Vec<String> = dying.iter().map(|l| l.split(' ').next().unwrap().to_string()).collect();
-    assert_eq!(names, ["cluster-relation-departed", "cluster-relation-departed", "cluster-relation-broken", "stop", "remove"], "{dying:?}");
-    assert!(dying[0].contains("departing=simtest/2") && dying[1].contains("departing=simtest/2"), "{dying:?}");
-    let remotes: Vec<&str> = dying[..2].iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    let names: Vec<String> = dying
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cluster-relation-departed",
+            "cluster-relation-departed",
+            "cluster-relation-broken",
+            "stop",
+            "remove"
+        ],
+        "{dying:?}"
+    );
+    assert!(
+        dying[0].contains("departing=simtest/2") && dying[1].contains("departing=simtest/2"),
+        "{dying:?}"
+    );
+    let remotes: Vec<&str> = dying[..2]
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
     assert_eq!(remotes, ["remote=simtest/0", "remote=simtest/1"]);
-    assert!(dying[2].starts_with("cluster-relation-broken remote= "), "{dying:?}");
+    assert!(
+        dying[2].starts_with("cluster-relation-broken remote= "),
+        "{dying:?}"
+    );
     for (i, u) in UNITS.iter().enumerate().take(2) {
         let new = sim.hook_lines(u)[before[i]..].to_vec();
         assert_eq!(new, ["cluster-relation-departed remote=simtest/2 app=simtest rel=cluster:0 departing=simtest/2"], "{u}");
         let read = std::fs::read_to_string(sim.root(u).join("departed-read")).unwrap();
         assert!(read.starts_with("two\n"), "{u}: {read:?}");
-        assert!(!read.contains("simtest/2\""), "departing unit still listed: {read:?}");
-        assert_eq!(sim.exec_ok(u, "relation-list -r cluster:0 --format=json").matches("simtest/").count(), 1);
+        assert!(
+            !read.contains("simtest/2\""),
+            "departing unit still listed: {read:?}"
+        );
+        assert_eq!(
+            sim.exec_ok(u, "relation-list -r cluster:0 --format=json")
+                .matches("simtest/")
+                .count(),
+            1
+        );
     }
     let st = sim.status();
-    assert!(st["applications"]["simtest"]["units"].get("simtest/2").is_none());
-    assert!(unit_dir.exists(), "removed units' directories are kept for inspection");
+    assert!(st["applications"]["simtest"]["units"]
+        .get("simtest/2")
+        .is_none());
+    assert!(
+        unit_dir.exists(),
+        "removed units' directories are kept for inspection"
+    );
 }
 
 #[test]
@@ -66,12 +113,17 @@ fn removing_the_leader_elects_another() {
     sim.deploy(3);
     sim.ok(&["remove-unit", "simtest/0"]);
     let st = sim.status();
-    assert_eq!(st["applications"]["simtest"]["units"]["simtest/1"]["leader"], true);
+    assert_eq!(
+        st["applications"]["simtest"]["units"]["simtest/1"]["leader"],
+        true
+    );
     assert_eq!(sim.hooks("simtest/1").last().unwrap(), "leader-elected");
     assert_eq!(sim.exec_ok("simtest/1", "is-leader"), "True\n");
     // Unit numbers are never reused.
     sim.ok(&["add-unit"]);
-    assert!(sim.status()["applications"]["simtest"]["units"].get("simtest/3").is_some());
+    assert!(sim.status()["applications"]["simtest"]["units"]
+        .get("simtest/3")
+        .is_some());
 }
 
 #[test]
@@ -80,8 +132,14 @@ fn elect_moves_leadership() {
     sim.deploy(2);
     sim.ok(&["elect", "simtest/1"]);
     assert_eq!(sim.hooks("simtest/1").last().unwrap(), "leader-elected");
-    assert_eq!(sim.exec_ok("simtest/1", "is-leader --format=json"), "true\n");
-    assert_eq!(sim.exec_ok("simtest/0", "is-leader --format=json"), "false\n");
+    assert_eq!(
+        sim.exec_ok("simtest/1", "is-leader --format=json"),
+        "true\n"
+    );
+    assert_eq!(
+        sim.exec_ok("simtest/0", "is-leader --format=json"),
+        "false\n"
+    );
     assert!(sim.ok(&["status"]).contains("simtest/1*"));
 }
 
@@ -95,11 +153,25 @@ fn refresh_runs_upgrade_then_config_then_leader_settings_then_start() {
     std::fs::write(new.join("VERSION"), "2\n").unwrap();
     let before: Vec<usize> = UNITS.iter().take(2).map(|u| sim.hooks(u).len()).collect();
     sim.ok(&["refresh", "--path", new.to_str().unwrap()]);
-    assert_eq!(sim.hooks("simtest/0")[before[0]..], ["upgrade-charm", "config-changed", "start"]);
+    assert_eq!(
+        sim.hooks("simtest/0")[before[0]..],
+        ["upgrade-charm", "config-changed", "start"]
+    );
     let h1 = sim.hooks("simtest/1")[before[1]..].to_vec();
-    assert_eq!(h1[..4], ["upgrade-charm", "config-changed", "leader-settings-changed", "start"]);
+    assert_eq!(
+        h1[..4],
+        [
+            "upgrade-charm",
+            "config-changed",
+            "leader-settings-changed",
+            "start"
+        ]
+    );
     assert!(!h1.contains(&"install".to_string()));
-    assert_eq!(std::fs::read_to_string(sim.unit_dir("simtest/1").join("charm/VERSION")).unwrap(), "2\n");
+    assert_eq!(
+        std::fs::read_to_string(sim.unit_dir("simtest/1").join("charm/VERSION")).unwrap(),
+        "2\n"
+    );
     assert_eq!(sim.status()["applications"]["simtest"]["charm-rev"], 2);
 }
 
@@ -118,35 +190,85 @@ fn refresh_dry_run_changes_nothing_and_reports_each_unit() {
     )
     .unwrap();
     let n0 = sim.hook_log().len();
-    let out = sim.ok(&["refresh", "--path", new.to_str().unwrap(), "--dry-run", "--", "extra"]);
+    let out = sim.ok(&[
+        "refresh",
+        "--path",
+        new.to_str().unwrap(),
+        "--dry-run",
+        "--",
+        "extra",
+    ]);
     assert!(out.contains("=== simtest/0 (exit 0) ==="), "{out}");
     let model = std::fs::canonicalize(&sim.model).unwrap();
-    let expect = format!("dry upgrade-charm --dry-run extra on simtest/1 charm={} dispatch=none", model.join("units/simtest-1/charm").display());
+    let expect = format!(
+        "dry upgrade-charm --dry-run extra on simtest/1 charm={} dispatch=none",
+        model.join("units/simtest-1/charm").display()
+    );
     assert!(out.contains(&expect), "{out}");
     // Nothing changed: no hooks, no data, no status, old charm in place.
     assert_eq!(sim.hook_log().len(), n0);
-    assert_eq!(sim.exec_ok("simtest/1", "relation-get -r cluster:0 --format=json - simtest/0"), "{}\n");
-    assert_eq!(sim.exec_ok("simtest/1", "leader-get --format=json dry"), "null\n");
-    assert_eq!(sim.status()["applications"]["simtest"]["units"]["simtest/0"]["workload-status"]["current"], "active");
+    assert_eq!(
+        sim.exec_ok(
+            "simtest/1",
+            "relation-get -r cluster:0 --format=json - simtest/0"
+        ),
+        "{}\n"
+    );
+    assert_eq!(
+        sim.exec_ok("simtest/1", "leader-get --format=json dry"),
+        "null\n"
+    );
+    assert_eq!(
+        sim.status()["applications"]["simtest"]["units"]["simtest/0"]["workload-status"]["current"],
+        "active"
+    );
     assert_eq!(sim.status()["applications"]["simtest"]["charm-rev"], 1);
     // A unit whose dry run fails makes the command fail.
-    let bad = sim.run(&["refresh", "--path", new.to_str().unwrap(), "--dry-run", "--", "strict"]);
+    let bad = sim.run(&[
+        "refresh",
+        "--path",
+        new.to_str().unwrap(),
+        "--dry-run",
+        "--",
+        "strict",
+    ]);
     assert!(!bad.status.success());
-    assert!(text(&bad.stdout).contains("=== simtest/1 (exit 4) ==="), "{}", text(&bad.stdout));
+    assert!(
+        text(&bad.stdout).contains("=== simtest/1 (exit 4) ==="),
+        "{}",
+        text(&bad.stdout)
+    );
 }
 
 #[test]
 fn reboot_runs_start_only_and_kills_the_units_processes() {
     let sim = Sim::new();
     sim.deploy(2);
-    sim.exec_ok("simtest/1", "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > \"$JUJUSIM_UNIT_ROOT/pid\"");
-    sim.exec_ok("simtest/0", "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > \"$JUJUSIM_UNIT_ROOT/pid\"");
-    let pid = |u: &str| std::fs::read_to_string(sim.root(u).join("pid")).unwrap().trim().to_string();
+    sim.exec_ok(
+        "simtest/1",
+        "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > \"$JUJUSIM_UNIT_ROOT/pid\"",
+    );
+    sim.exec_ok(
+        "simtest/0",
+        "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > \"$JUJUSIM_UNIT_ROOT/pid\"",
+    );
+    let pid = |u: &str| {
+        std::fs::read_to_string(sim.root(u).join("pid"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
     let n = sim.hooks("simtest/1").len();
     sim.ok(&["reboot", "simtest/1"]);
     assert_eq!(sim.hooks("simtest/1")[n..], ["start"]);
-    assert!(!alive(&pid("simtest/1")), "simtest/1's process survived the reboot");
-    assert!(alive(&pid("simtest/0")), "simtest/0's process died with another unit's machine");
+    assert!(
+        !alive(&pid("simtest/1")),
+        "simtest/1's process survived the reboot"
+    );
+    assert!(
+        alive(&pid("simtest/0")),
+        "simtest/0's process died with another unit's machine"
+    );
     sim.ok(&["destroy"]);
     assert!(!alive(&pid("simtest/0")));
 }
@@ -156,13 +278,24 @@ fn destroy_kills_a_background_process_the_charm_started() {
     let sim = Sim::new();
     sim.ok(&["deploy", charm().to_str().unwrap(), "-n", "2"]);
     // The charm starts a "workload" in start, detached like a daemon.
-    sim.on("simtest/0", "update-status", "nohup sleep 300 >/dev/null 2>&1 &\necho $! > \"$JUJUSIM_UNIT_ROOT/pid\"\n");
+    sim.on(
+        "simtest/0",
+        "update-status",
+        "nohup sleep 300 >/dev/null 2>&1 &\necho $! > \"$JUJUSIM_UNIT_ROOT/pid\"\n",
+    );
     sim.ok(&["update-status"]);
-    let pid = std::fs::read_to_string(sim.root("simtest/0").join("pid")).unwrap().trim().to_string();
+    let pid = std::fs::read_to_string(sim.root("simtest/0").join("pid"))
+        .unwrap()
+        .trim()
+        .to_string();
     assert!(alive(&pid));
     let out = sim.run(&["destroy"]);
     assert!(out.status.success());
-    assert!(text(&out.stderr).contains("1 processes stopped"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("1 processes stopped"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!alive(&pid), "workload {pid} survived destroy");
     assert_eq!(sim.status()["applications"], serde_json::json!({}));
 }
@@ -171,9 +304,13 @@ fn destroy_kills_a_background_process_the_charm_started() {
 fn update_status_only_on_request() {
     let sim = Sim::new();
     sim.deploy(2);
-    assert!(!sim.hooks("simtest/0").contains(&"update-status".to_string()));
+    assert!(!sim
+        .hooks("simtest/0")
+        .contains(&"update-status".to_string()));
     sim.ok(&["update-status", "simtest/1"]);
-    assert!(!sim.hooks("simtest/0").contains(&"update-status".to_string()));
+    assert!(!sim
+        .hooks("simtest/0")
+        .contains(&"update-status".to_string()));
     assert_eq!(sim.hooks("simtest/1").last().unwrap(), "update-status");
     sim.ok(&["update-status"]);
     assert_eq!(sim.hooks("simtest/0").last().unwrap(), "update-status");
@@ -183,7 +320,14 @@ fn update_status_only_on_request() {
 fn actions_report_results_and_failures() {
     let sim = Sim::new();
     sim.deploy(1);
-    let out = sim.ok(&["run-action", "simtest/0", "echo", "message=hello there", "--format", "json"]);
+    let out = sim.ok(&[
+        "run-action",
+        "simtest/0",
+        "echo",
+        "message=hello there",
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["status"], "completed");
     assert_eq!(v["results"]["echo"], "hello there");
@@ -191,15 +335,35 @@ fn actions_report_results_and_failures() {
     assert_eq!(v["log"][0], "echoing hello there");
     assert!(v["stdout"].as_str().unwrap().contains("stdout of echo"));
     // Defaults from actions.yaml.
-    let v: serde_json::Value = serde_json::from_str(&sim.ok(&["run-action", "simtest/0", "echo", "--format=json"])).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&sim.ok(&["run-action", "simtest/0", "echo", "--format=json"]))
+            .unwrap();
     assert_eq!(v["results"]["echo"], "hi");
     let failed = sim.run(&["run-action", "simtest/0", "fail"]);
     assert_eq!(failed.status.code(), Some(1));
-    assert!(text(&failed.stdout).contains("asked to fail"), "{}", text(&failed.stdout));
-    assert!(!sim.run(&["run-action", "simtest/0", "nosuch"]).status.success());
-    assert!(!sim.run(&["run-action", "simtest/0", "run"]).status.success(), "required parameter");
+    assert!(
+        text(&failed.stdout).contains("asked to fail"),
+        "{}",
+        text(&failed.stdout)
+    );
+    assert!(!sim
+        .run(&["run-action", "simtest/0", "nosuch"])
+        .status
+        .success());
+    assert!(
+        !sim.run(&["run-action", "simtest/0", "run"])
+            .status
+            .success(),
+        "required parameter"
+    );
     // An action that exits non-zero failed, with its output kept.
-    let out = sim.run(&["run-action", "simtest/0", "run", "cmd=echo ran $JUJU_ACTION_NAME; exit 5", "--format=json"]);
+    let out = sim.run(&[
+        "run-action",
+        "simtest/0",
+        "run",
+        "cmd=echo ran $JUJU_ACTION_NAME; exit 5",
+        "--format=json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
     assert_eq!(v["status"], "failed");
@@ -210,7 +374,14 @@ fn actions_report_results_and_failures() {
 fn alive(pid: &str) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap().split_whitespace().next().unwrap().to_string();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_string();
             state != "Z" && state != "X"
         }
         Err(_) => false,

@@ -29,7 +29,9 @@ impl Sim {
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_jujusim"));
-        c.arg("--model").arg(&self.model).args(["--retry-delay-ms", "0", "--kill-timeout", "5"]);
+        c.arg("--model")
+            .arg(&self.model)
+            .args(["--retry-delay-ms", "0", "--kill-timeout", "5"]);
         c.args(args).stdin(Stdio::null());
         c
     }
@@ -41,7 +43,12 @@ impl Sim {
     /// Runs a command that must succeed; returns its stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(out.status.success(), "jujusim {args:?} failed: {}\n{}", out.status, text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "jujusim {args:?} failed: {}\n{}",
+            out.status,
+            text(&out.stderr)
+        );
         text(&out.stdout)
     }
 
@@ -63,7 +70,10 @@ impl Sim {
 
     /// The hooks the charm saw on a unit, in order (names only).
     pub fn hooks(&self, unit: &str) -> Vec<String> {
-        self.hook_lines(unit).iter().map(|l| l.split(' ').next().unwrap().to_string()).collect()
+        self.hook_lines(unit)
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect()
     }
 
     /// Full lines: `<hook> remote=… app=… rel=… departing=…`.
@@ -92,13 +102,21 @@ impl Sim {
     /// An exec that must succeed; returns its stdout.
     pub fn exec_ok(&self, unit: &str, script: &str) -> String {
         let out = self.exec(unit, script);
-        assert!(out.status.success(), "exec on {unit} of {script:?} failed: {}\n{}", out.status, text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "exec on {unit} of {script:?} failed: {}\n{}",
+            out.status,
+            text(&out.stderr)
+        );
         text(&out.stdout)
     }
 
     /// The hook log, in execution order.
     pub fn hook_log(&self) -> Vec<Value> {
-        self.ok(&["log", "--format=json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        self.ok(&["log", "--format=json"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     /// (unit, hook) of each successful hook run, in order.
@@ -106,7 +124,12 @@ impl Sim {
         self.hook_log()
             .iter()
             .filter(|r| r["exit"] == 0)
-            .map(|r| (r["unit"].as_str().unwrap().to_string(), r["hook"].as_str().unwrap().to_string()))
+            .map(|r| {
+                (
+                    r["unit"].as_str().unwrap().to_string(),
+                    r["hook"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     }
 }
