@@ -1,0 +1,197 @@
+//! Cluster lifecycle on real etcd through jujusim: forming, growing,
+//! shrinking and healing, with every key written first and checked after.
+//! Each test owns its model (and so its loopback addresses); they run one
+//! at a time.
+
+mod charm_support;
+use charm_support::*;
+use std::time::Duration;
+
+fn all_keys(m: &Model, prefix: &str, n: usize) {
+    for u in m.units() {
+        assert_keys(&m.endpoint(&u), prefix, n);
+    }
+}
+
+#[test]
+fn deploy_three_then_grow_to_five_and_shrink_to_three_keeping_data() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let token = m.token();
+    let cluster = m.cluster_id();
+    assert_eq!(token.len(), 16, "token {token:?}");
+    put_keys(&m.endpoints(), "grow", 20);
+
+    m.ok(&["add-unit", "etcd", "-n", "2"]);
+    m.assert_all_healthy(5);
+    all_keys(&m, "grow", 20);
+    assert_eq!(members(&m.endpoints()).iter().filter(|x| !x.2).count(), 5);
+
+    m.ok(&["remove-unit", "etcd/3"]);
+    m.ok(&["remove-unit", "etcd/4"]);
+    m.assert_all_healthy(3);
+    let names: Vec<String> = members(&m.endpoints()).into_iter().map(|x| x.1).collect();
+    assert_eq!(names, ["etcd0", "etcd1", "etcd2"]);
+    all_keys(&m, "grow", 20);
+    assert_eq!((m.token(), m.cluster_id()), (token, cluster));
+}
+
+#[test]
+fn deploy_five() {
+    let m = Model::new();
+    m.deploy(5);
+    m.assert_all_healthy(5);
+    put_keys(&m.endpoints(), "five", 10);
+    all_keys(&m, "five", 10);
+}
+
+#[test]
+fn scale_one_to_three_to_one_to_three_and_remove_the_leader() {
+    let m = Model::new();
+    m.deploy(1);
+    m.assert_all_healthy(1);
+    let token = m.token();
+    let cluster = m.cluster_id();
+    put_keys(&m.endpoints(), "s", 10);
+
+    m.ok(&["add-unit", "etcd", "-n", "2"]);
+    m.assert_all_healthy(3);
+    m.ok(&["remove-unit", "etcd/1"]);
+    m.ok(&["remove-unit", "etcd/2"]);
+    m.assert_all_healthy(1);
+    all_keys(&m, "s", 10);
+    m.ok(&["add-unit", "etcd", "-n", "2"]);
+    m.assert_all_healthy(3);
+    all_keys(&m, "s", 10);
+
+    // The leader goes: a new leader is elected and keeps the token.
+    let old = m.leader();
+    m.ok(&["remove-unit", &old]);
+    m.assert_all_healthy(2);
+    assert_ne!(m.leader(), old);
+    assert_eq!((m.token(), m.cluster_id()), (token, cluster));
+    all_keys(&m, "s", 10);
+    // And the cluster can still grow under the new leader.
+    m.ok(&["add-unit", "etcd"]);
+    m.assert_all_healthy(3);
+    all_keys(&m, "s", 10);
+}
+
+#[test]
+fn leadership_moves_to_every_unit_and_every_unit_reboots() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let token = m.token();
+    let cluster = m.cluster_id();
+    put_keys(&m.endpoints(), "lead", 10);
+
+    for u in m.units() {
+        m.ok(&["elect", &u]);
+        assert_eq!(m.leader(), u);
+        m.assert_all_healthy(3);
+        assert_eq!(
+            (m.token(), m.cluster_id()),
+            (token.clone(), cluster.clone()),
+            "after electing {u}"
+        );
+    }
+
+    let before: Vec<_> = m.units().iter().map(|u| m.wal_ids(u)).collect();
+    for u in m.units() {
+        m.ok(&["reboot", &u]);
+    }
+    m.assert_all_healthy(3);
+    let after: Vec<_> = m.units().iter().map(|u| m.wal_ids(u)).collect();
+    assert_eq!(
+        before, after,
+        "members rejoin under the IDs their WALs hold"
+    );
+    all_keys(&m, "lead", 10);
+    assert_eq!((m.token(), m.cluster_id()), (token, cluster));
+}
+
+#[test]
+fn a_member_removed_behind_the_charms_back_rejoins_under_a_new_id() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    put_keys(&m.endpoints(), "behind", 10);
+    let victim = "etcd/2";
+    let old = m.wal_ids(victim);
+    let out = etcdctl(
+        &m.endpoint("etcd/0"),
+        &["member", "remove", &format!("{:x}", old.member_id)],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The removed member exits by itself (status 0).
+    wait_until(
+        "the removed member to exit",
+        Duration::from_secs(20),
+        || {
+            etcdctl(&m.endpoint(victim), &["endpoint", "health"])
+                .status
+                .code()
+                != Some(0)
+        },
+    );
+
+    m.ok(&["update-status", victim]);
+    m.assert_all_healthy(3);
+    let new = m.wal_ids(victim);
+    assert_ne!(new.member_id, old.member_id);
+    assert_eq!(new.cluster_id, old.cluster_id);
+    let backups: Vec<_> = std::fs::read_dir(m.data_dir(victim))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("member.backup-"))
+        .collect();
+    assert_eq!(backups.len(), 1, "one dated backup of the old member");
+    let backup = m.data_dir(victim).join(&backups[0]);
+    let kept = etcd_charm::wal::read_ids(backup.parent().unwrap()).ok();
+    let _ = kept;
+    assert!(backup.join("wal").is_dir(), "the backup keeps the old WAL");
+    all_keys(&m, "behind", 10);
+}
+
+#[test]
+fn with_peers_unreachable_start_never_bootstraps_a_second_cluster() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let cluster = m.cluster_id();
+    put_keys(&m.endpoints(), "dark", 10);
+    let ids: Vec<_> = m.units().iter().map(|u| m.wal_ids(u)).collect();
+
+    // The whole cluster goes down; one machine comes back alone.
+    for u in m.units() {
+        m.kill_etcd(&u);
+    }
+    m.ok(&["reboot", "etcd/0"]);
+    let (_, s, msg) = m.workloads().remove(0);
+    assert_ne!(
+        s, "active",
+        "a lone member without quorum is not healthy: {msg}"
+    );
+    assert_eq!(
+        m.wal_ids("etcd/0"),
+        ids[0],
+        "started on its own data, not a new member"
+    );
+
+    // The others return: the same cluster, the same members, every key.
+    m.ok(&["reboot", "etcd/1"]);
+    m.ok(&["reboot", "etcd/2"]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(3);
+    assert_eq!(m.cluster_id(), cluster);
+    let after: Vec<_> = m.units().iter().map(|u| m.wal_ids(u)).collect();
+    assert_eq!(after, ids);
+    all_keys(&m, "dark", 10);
+}

@@ -1,0 +1,54 @@
+//! One unit end to end on real etcd, driven through jujusim's hooks.
+
+mod charm_support;
+use charm_support::*;
+
+#[test]
+fn one_unit_reaches_active_and_update_status_sees_etcd_stopped() {
+    let m = Model::new();
+    m.deploy(1);
+    m.assert_all_healthy(1);
+    let u = m.unit("etcd/0");
+    assert_eq!(u["open-ports"], serde_json::json!(["2379/tcp"]));
+    let version = u["workload-version"].as_str().unwrap().to_string();
+    assert!(version.starts_with("3."), "workload version {version:?}");
+
+    // The hook order Juju uses for a deploy, each hook once, all succeeded.
+    let log = m.ok(&["log", "--unit", "etcd/0"]);
+    let hooks: Vec<&str> = [
+        "install",
+        "cluster-relation-created",
+        "leader-elected",
+        "config-changed",
+        "start",
+    ]
+    .into_iter()
+    .filter(|h| log.contains(h))
+    .collect();
+    assert_eq!(hooks.len(), 5, "hook log:\n{log}");
+
+    let ep = m.endpoint("etcd/0");
+    put_keys(&ep, "single", 10);
+    assert_eq!(members(&ep).len(), 1);
+
+    // Healthy: update-status keeps it active.
+    m.ok(&["update-status", "etcd/0"]);
+    m.assert_all_healthy(1);
+
+    // Stopped behind the charm's back: update-status says so.
+    m.kill_etcd("etcd/0");
+    wait_until("etcd to die", std::time::Duration::from_secs(10), || {
+        etcdctl(&ep, &["endpoint", "health"]).status.code() != Some(0)
+    });
+    m.ok(&["update-status", "etcd/0"]);
+    let (_, s, msg) = m.workloads().remove(0);
+    assert_eq!(s, "blocked", "{msg}");
+    assert!(msg.contains("not running"), "{msg}");
+
+    // A reboot runs start, which brings it back on its data.
+    let ids = m.wal_ids("etcd/0");
+    m.ok(&["reboot", "etcd/0"]);
+    m.assert_all_healthy(1);
+    assert_eq!(m.wal_ids("etcd/0"), ids);
+    assert_keys(&ep, "single", 10);
+}

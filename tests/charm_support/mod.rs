@@ -1,0 +1,323 @@
+//! Shared by the tests/charm_*.rs suites: the etcd charm laid out around the
+//! built binary, deployed into a jujusim model of its own on real etcd
+//! (direct service backend, one loopback address per unit). Dropping the
+//! model destroys it, which stops every etcd it started, also on panic.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Model {
+    tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub charm: PathBuf,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Lays out a charm dir with `packaging/pack --link` around the debug binary.
+pub fn pack_charm(dest: &Path) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(repo.join("packaging/pack"))
+        .args([
+            "--binary",
+            env!("CARGO_BIN_EXE_etcd-charm"),
+            "--link",
+            "--out",
+        ])
+        .arg(dest)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running packaging/pack");
+    assert!(out.status.success(), "pack failed: {}", text(&out.stderr));
+}
+
+impl Model {
+    pub fn new() -> Model {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("model");
+        let charm = tmp.path().join("charm");
+        pack_charm(&charm);
+        Model { tmp, dir, charm }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_jujusim"));
+        c.arg("--model").arg(&self.dir).arg("--quiet");
+        c.args(args).stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("running jujusim")
+    }
+
+    /// A command that must succeed; returns stdout. On failure the message
+    /// carries the hook log tail, which names the failing hook.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        if !out.status.success() {
+            let log = self.run(&["log"]);
+            panic!(
+                "jujusim {args:?} failed ({}):\n{}\n--- hook log ---\n{}",
+                out.status,
+                text(&out.stderr),
+                tail(&text(&log.stdout), 40)
+            );
+        }
+        text(&out.stdout)
+    }
+
+    pub fn deploy(&self, n: u32) {
+        self.ok(&[
+            "deploy",
+            self.charm.to_str().unwrap(),
+            "-n",
+            &n.to_string(),
+            "--config",
+            "bind_to_all_interfaces=false",
+            "--env",
+            "ETCD_CHARM_SERVICE=direct",
+            "--env",
+            "ETCD_CHARM_ROOT={unit_root}",
+        ]);
+    }
+
+    pub fn status(&self) -> Value {
+        serde_json::from_str(&self.ok(&["status", "--format=json"])).unwrap()
+    }
+
+    pub fn units(&self) -> Vec<String> {
+        let s = self.status();
+        s["applications"]["etcd"]["units"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn unit(&self, unit: &str) -> Value {
+        self.status()["applications"]["etcd"]["units"][unit].clone()
+    }
+
+    pub fn leader(&self) -> String {
+        let s = self.status();
+        let units = s["applications"]["etcd"]["units"].as_object().unwrap();
+        units
+            .iter()
+            .find(|(_, u)| u["leader"] == Value::Bool(true))
+            .map(|(n, _)| n.clone())
+            .expect("a leader")
+    }
+
+    /// (workload status, message) of every unit.
+    pub fn workloads(&self) -> Vec<(String, String, String)> {
+        let s = self.status();
+        let units = s["applications"]["etcd"]["units"].as_object().unwrap();
+        units
+            .iter()
+            .map(|(n, u)| {
+                (
+                    n.clone(),
+                    u["workload-status"]["current"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                    u["workload-status"]["message"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every unit active with "Healthy with N known peers".
+    pub fn assert_all_healthy(&self, n: usize) {
+        let want = format!(
+            "Healthy with {n} known peer{}",
+            if n == 1 { "" } else { "s" }
+        );
+        let w = self.workloads();
+        assert_eq!(w.len(), n, "units: {w:?}");
+        for (u, s, m) in &w {
+            assert_eq!(
+                (s.as_str(), m.as_str()),
+                ("active", want.as_str()),
+                "{u}: {w:?}"
+            );
+        }
+    }
+
+    pub fn address(&self, unit: &str) -> String {
+        self.unit(unit)["address"].as_str().unwrap().to_string()
+    }
+
+    pub fn endpoint(&self, unit: &str) -> String {
+        format!("http://{}:2379", self.address(unit))
+    }
+
+    pub fn endpoints(&self) -> String {
+        self.units()
+            .iter()
+            .map(|u| self.endpoint(u))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn root(&self, unit: &str) -> PathBuf {
+        self.dir
+            .join("units")
+            .join(unit.replace('/', "-"))
+            .join("root")
+    }
+
+    pub fn data_dir(&self, unit: &str) -> PathBuf {
+        self.root(unit).join("var/snap/etcd/current")
+    }
+
+    /// Leadership data as the leader reads it.
+    pub fn leader_data(&self) -> Value {
+        let l = self.leader();
+        serde_json::from_str(&self.ok(&["exec", &l, "--", "leader-get", "--format=json"])).unwrap()
+    }
+
+    pub fn token(&self) -> String {
+        self.leader_data()["token"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.leader_data()["cluster-id"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// The member and cluster IDs this unit's WAL records.
+    pub fn wal_ids(&self, unit: &str) -> etcd_charm::wal::WalIds {
+        etcd_charm::wal::read_ids(&self.data_dir(unit))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{unit} has no WAL"))
+    }
+
+    /// Kills a unit's etcd and its supervisor behind the charm's back.
+    pub fn kill_etcd(&self, unit: &str) {
+        let run = self.root(unit).join("run/etcd-charm");
+        for f in ["etcd.pid", "etcd.etcd.pid"] {
+            if let Ok(pid) = std::fs::read_to_string(run.join(f)) {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    unsafe_kill(pid);
+                }
+            }
+        }
+    }
+}
+
+fn unsafe_kill(pid: i32) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        let _ = self.run(&["destroy"]);
+        let _ = &self.tmp;
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// etcdctl against `endpoints`, bounded by its own timeouts.
+pub fn etcdctl(endpoints: &str, args: &[&str]) -> Output {
+    Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            "--endpoints",
+            endpoints,
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running etcdctl (apt install etcd-client)")
+}
+
+/// Writes `n` keys `<prefix>/<i>` = `v<i>`.
+pub fn put_keys(endpoints: &str, prefix: &str, n: usize) {
+    for i in 0..n {
+        let out = etcdctl(
+            endpoints,
+            &["put", &format!("{prefix}/{i}"), &format!("v{i}")],
+        );
+        assert!(
+            out.status.success(),
+            "put {prefix}/{i}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// Every key written by put_keys is there, read from `endpoint` alone.
+pub fn assert_keys(endpoint: &str, prefix: &str, n: usize) {
+    let out = etcdctl(
+        endpoint,
+        &[
+            "get",
+            "--prefix",
+            &format!("{prefix}/"),
+            "--print-value-only",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "get from {endpoint}: {}",
+        text(&out.stderr)
+    );
+    let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    got.sort();
+    let mut want: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+    want.sort();
+    assert_eq!(got, want, "keys under {prefix}/ at {endpoint}");
+}
+
+/// Member list as (hex id, name, is_learner).
+pub fn members(endpoints: &str) -> Vec<(String, String, bool)> {
+    let out = etcdctl(endpoints, &["member", "list", "-w", "json"]);
+    assert!(out.status.success(), "member list: {}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut m: Vec<_> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                format!("{:x}", m["ID"].as_u64().unwrap()),
+                m["name"].as_str().unwrap_or("").to_string(),
+                m["isLearner"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    m.sort_by(|a, b| a.1.cmp(&b.1));
+    m
+}
+
+/// Polls `f` until it returns true or `limit` passes; panics naming `what`.
+pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
