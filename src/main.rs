@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         Command::Guard => match etcd_charm::layout::start_guard(&paths) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("etcd-charm guard: refusing to start etcd: {msg}");
+                eprintln!("etcd-charm guard: {msg}");
                 ExitCode::FAILURE
             }
         },

@@ -27,10 +27,31 @@ impl Paths {
     }
 
     /// Maps an absolute host path (as written in configs) under the root.
+    ///
+    /// A path already under a root other than `/` is returned unchanged:
+    /// under a test root the charm writes configs with the paths etcd really
+    /// uses (`<root>/var/snap/…`), and reading them back must not prefix the
+    /// root twice. Configs as earlier charms left them (`/var/snap/…`) map
+    /// under the root as before.
     pub fn host(&self, abs: impl AsRef<Path>) -> PathBuf {
         let abs = abs.as_ref();
+        if self.root != Path::new("/") && abs.starts_with(&self.root) {
+            return abs.to_path_buf();
+        }
         let rel = abs.strip_prefix("/").unwrap_or(abs);
         self.root.join(rel)
+    }
+
+    /// A path as a config file names it. Configs the charm writes hold real
+    /// paths (already under the root); configs left by earlier charms name
+    /// host paths, which are mapped under the root.
+    pub fn from_config(&self, p: impl AsRef<Path>) -> PathBuf {
+        let p = p.as_ref();
+        if self.root != Path::new("/") && p.starts_with(&self.root) {
+            p.to_path_buf()
+        } else {
+            self.host(p)
+        }
     }
 
     /// The inverse of [`Paths::host`]: the path as etcd and configs name it.
@@ -117,5 +138,15 @@ mod tests {
             Paths::new("/").data_dir(),
             PathBuf::from("/var/snap/etcd/current")
         );
+    }
+
+    #[test]
+    fn host_is_idempotent_under_a_test_root() {
+        let p = Paths::new("/tmp/r");
+        let once = p.host("/var/snap/etcd/current");
+        assert_eq!(p.host(&once), once);
+        // A sibling that merely shares the prefix as text is not under it.
+        assert_eq!(p.host("/tmp/rx/a"), PathBuf::from("/tmp/r/tmp/rx/a"));
+        assert_eq!(Paths::new("/").host("/a/b"), PathBuf::from("/a/b"));
     }
 }
