@@ -3,7 +3,8 @@
 mod sim_support;
 use sim_support::{charm, text, Sim};
 
-const DEPLOY: [&str; 5] = [
+const DEPLOY: [&str; 6] = [
+    "data-storage-attached",
     "install",
     "cluster-relation-created",
     "",
@@ -35,9 +36,9 @@ fn deploy_order_is_exact_on_every_unit() {
         ("simtest/2", false),
     ] {
         let hooks = sim.hooks(unit);
-        assert_eq!(hooks[..5], deploy_order(leader)[..], "{unit}: {hooks:?}");
+        assert_eq!(hooks[..6], deploy_order(leader)[..], "{unit}: {hooks:?}");
         // Nothing relation-joined before start.
-        let rest = &hooks[5..];
+        let rest = &hooks[6..];
         assert!(
             rest.iter()
                 .all(|h| h.starts_with("cluster-relation-") || h == "leader-settings-changed"),
@@ -99,8 +100,8 @@ fn peer_joined_only_with_more_than_one_unit() {
     sim.deploy(1);
     assert_eq!(sim.hooks("simtest/0"), deploy_order(true));
     sim.ok(&["add-unit"]);
-    assert_eq!(sim.hooks("simtest/1")[..5], deploy_order(false)[..]);
-    let after: Vec<String> = sim.hook_lines("simtest/0")[5..].to_vec();
+    assert_eq!(sim.hooks("simtest/1")[..6], deploy_order(false)[..]);
+    let after: Vec<String> = sim.hook_lines("simtest/0")[6..].to_vec();
     assert!(
         after
             .iter()
@@ -163,6 +164,20 @@ fn hook_environment_is_jujus() {
         assert!(!get(k).is_empty(), "{k}");
     }
     assert!(!env.contains("JUJU_RELATION_ID="), "{env}");
+    // Storage: attached before install, with its location.
+    let loc = model
+        .join("units/simtest-1/storage/data")
+        .display()
+        .to_string();
+    assert_eq!(
+        sim.exec_ok("simtest/1", "storage-list data --format=json"),
+        "[\"data/1\"]\n"
+    );
+    assert_eq!(
+        sim.exec_ok("simtest/1", "storage-get -s data/1 location"),
+        format!("{loc}\n")
+    );
+    assert!(std::path::Path::new(&loc).is_dir());
     // A relation hook adds the relation variables.
     let lines = sim.hook_lines("simtest/1");
     assert!(

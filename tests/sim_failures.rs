@@ -155,17 +155,21 @@ fn fail_hook_config_fails_install_on_every_unit() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     for u in ["simtest/0", "simtest/1"] {
-        assert_eq!(sim.hooks(u), ["install", "install"]);
+        assert_eq!(
+            sim.hooks(u),
+            ["data-storage-attached", "install", "install"]
+        );
     }
     // The output of the failing hook is kept in the hook log.
     let log = sim.hook_log();
+    let failed = log.iter().find(|r| r["exit"] != 0).unwrap();
     assert!(
-        log[0]["output"]
+        failed["output"]
             .as_str()
             .unwrap()
             .contains("failing install as configured"),
         "{}",
-        log[0]
+        failed
     );
     // Units in error make every command but exec and run-action exit 2.
     assert_eq!(sim.run(&["config", "fail-hook="]).status.code(), Some(2));
@@ -173,7 +177,7 @@ fn fail_hook_config_fails_install_on_every_unit() {
     assert_eq!(sim.run(&["resolve", "simtest/0"]).status.code(), Some(2));
     sim.ok(&["resolve", "simtest/1"]);
     assert_eq!(
-        sim.hooks("simtest/0")[2..5],
+        sim.hooks("simtest/0")[3..6],
         ["install", "cluster-relation-created", "leader-elected"]
     );
 }

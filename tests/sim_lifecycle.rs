@@ -64,6 +64,7 @@ fn remove_unit_departs_breaks_stops_removes() {
             "cluster-relation-departed",
             "cluster-relation-broken",
             "stop",
+            "data-storage-detaching",
             "remove"
         ],
         "{dying:?}"
@@ -104,6 +105,43 @@ fn remove_unit_departs_breaks_stops_removes() {
     assert!(
         unit_dir.exists(),
         "removed units' directories are kept for inspection"
+    );
+}
+
+#[test]
+fn removing_a_unit_before_it_joined_anyone() {
+    let sim = Sim::new();
+    sim.deploy(2);
+    // Stop part-way through the new unit's deploy hooks, then remove it.
+    let out = sim.run(&["--max-hooks", "2", "add-unit"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    sim.ok(&["remove-unit", "simtest/2"]);
+    assert!(sim.status()["applications"]["simtest"]["units"]
+        .get("simtest/2")
+        .is_none());
+    for u in ["simtest/0", "simtest/1"] {
+        let lines = sim.hook_lines(u);
+        let joined = lines
+            .iter()
+            .filter(|l| l.starts_with("cluster-relation-joined remote=simtest/2"))
+            .count();
+        let departed = lines
+            .iter()
+            .filter(|l| l.starts_with("cluster-relation-departed remote=simtest/2"))
+            .count();
+        assert_eq!(joined, departed, "{u}: {lines:?}");
+        assert_eq!(
+            sim.exec_ok(u, "relation-list -r cluster:0 --format=json")
+                .matches("simtest/")
+                .count(),
+            1
+        );
+    }
+    let gone = sim.hooks("simtest/2");
+    assert_eq!(gone.last().unwrap(), "remove", "{gone:?}");
+    assert!(
+        !gone.contains(&"cluster-relation-joined".to_string()),
+        "{gone:?}"
     );
 }
 
@@ -356,6 +394,12 @@ fn actions_report_results_and_failures() {
             .success(),
         "required parameter"
     );
+    // additionalProperties: false refuses unknown parameters.
+    assert!(!sim
+        .run(&["run-action", "simtest/0", "strict", "other=1"])
+        .status
+        .success());
+    sim.ok(&["run-action", "simtest/0", "strict", "level=2"]);
     // An action that exits non-zero failed, with its output kept.
     let out = sim.run(&[
         "run-action",

@@ -130,7 +130,15 @@ fn action_specs(actions: &Yaml) -> Result<std::collections::BTreeMap<String, Act
                     .collect()
             })
             .unwrap_or_default();
-        out.insert(name.to_string(), ActionSpec { params, required });
+        let closed = v.get("additionalProperties").and_then(Yaml::as_bool) == Some(false);
+        out.insert(
+            name.to_string(),
+            ActionSpec {
+                params,
+                required,
+                closed,
+            },
+        );
     }
     Ok(out)
 }

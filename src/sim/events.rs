@@ -100,6 +100,9 @@ fn counterparts(model: &Model, rel: u32, a: &str, b: &str) -> bool {
 /// After its `-relation-created` succeeded, a unit is in scope: it and every
 /// live counterpart already in scope join each other (joined, then changed).
 pub fn enter_scope(model: &mut Model, rel: u32, unit: &str) {
+    if model.units.get(unit).is_none_or(|u| u.life != Life::Alive) {
+        return;
+    }
     let Some(r) = model.relations.get_mut(&rel) else {
         return;
     };
@@ -223,7 +226,15 @@ pub fn elect(model: &mut Model, unit: &str) {
 /// both sides, since neither side saw the other.
 pub fn begin_removal(model: &mut Model, unit: &str) {
     let charm = model.applications[app_of(unit)].charm.clone();
-    model.units.get_mut(unit).expect("unit exists").life = Life::Dying;
+    let u = model.units.get_mut(unit).expect("unit exists");
+    u.life = Life::Dying;
+    // A dying unit enters no relation it has not entered yet.
+    let running = usize::from(matches!(u.agent, crate::sim::model::Agent::Executing(_)));
+    let mut i = 0;
+    u.queue.retain(|ev| {
+        i += 1;
+        i <= running || ev.kind != HookKind::RelationCreated
+    });
     let mut rels: Vec<(bool, u32)> = model
         .relations
         .values()

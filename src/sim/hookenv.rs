@@ -102,7 +102,7 @@ pub fn build(
                 }
             }
             if let Some(s) = &ev.storage {
-                env.push(("JUJU_STORAGE_ID".into(), format!("{s}/{}", u.number)));
+                env.push(("JUJU_STORAGE_ID".into(), storage_id(s, u.machine)));
                 env.push((
                     "JUJU_STORAGE_LOCATION".into(),
                     storage_dir(&u.dir, s).display().to_string(),
@@ -119,6 +119,12 @@ pub fn build(
         env.push((k.clone(), expand(v, unit, &u.root())));
     }
     env
+}
+
+/// A storage instance's id: one instance per storage name per machine, so
+/// the machine number keeps ids unique in the model.
+pub fn storage_id(storage: &str, machine: u32) -> String {
+    format!("{storage}/{machine}")
 }
 
 /// Where a unit's storage instance is mounted.

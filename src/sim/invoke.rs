@@ -67,6 +67,7 @@ pub fn run_charm(
     work: &Work,
     timeout: Duration,
     capture: Capture,
+    still_running: Option<Box<dyn Fn(Duration)>>,
 ) -> Result<Outcome> {
     let Some(program) = hookenv::program(&opened.charm_dir, work) else {
         let missing_action = matches!(work, Work::Action { .. });
@@ -83,6 +84,7 @@ pub fn run_charm(
         env: opened.env.clone(),
         timeout,
         capture,
+        still_running,
     })
 }
 

@@ -78,6 +78,9 @@ pub struct ActionSpec {
     /// Parameter name → JSON-schema fragment (`type`, `default`).
     pub params: serde_json::Map<String, Value>,
     pub required: Vec<String>,
+    /// `additionalProperties: false` refuses parameters not in `params`.
+    #[serde(default)]
+    pub closed: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,7 +29,12 @@ pub struct Spawn {
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub capture: Capture,
+    /// Called every 10 s while the process runs (progress on long hooks).
+    pub still_running: Option<Box<dyn Fn(Duration)>>,
 }
+
+/// How often `still_running` is called.
+const NOTE_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -73,6 +78,7 @@ pub fn run(spawn: &Spawn) -> Result<Outcome> {
         .spawn()
         .ctx(format!("running {}", spawn.program.display()))?;
     let mut pause = Duration::from_millis(1);
+    let mut next_note = NOTE_EVERY;
     loop {
         if let Some(status) = child.try_wait()? {
             let code = status
@@ -92,6 +98,14 @@ pub fn run(spawn: &Spawn) -> Result<Outcome> {
                 timed_out: true,
                 duration: start.elapsed(),
             });
+        }
+        if let Some(note) = spawn
+            .still_running
+            .as_ref()
+            .filter(|_| start.elapsed() >= next_note)
+        {
+            note(start.elapsed());
+            next_note += NOTE_EVERY;
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
@@ -122,6 +136,7 @@ mod tests {
             env: vec![("X".into(), "1".into())],
             timeout,
             capture: Capture::Combined(out.to_path_buf()),
+            still_running: None,
         })
         .unwrap()
     }

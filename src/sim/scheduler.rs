@@ -37,6 +37,7 @@ pub struct Report {
 }
 
 /// Writes one progress line per hook to stderr.
+#[derive(Clone, Copy)]
 pub struct Progress {
     start: Instant,
     enabled: bool,
@@ -58,6 +59,14 @@ impl Progress {
                 took.as_millis()
             );
         }
+    }
+
+    /// A note every few seconds while a long hook runs.
+    pub fn still_running(&self, unit: &str, what: &str) -> Option<Box<dyn Fn(Duration)>> {
+        let (me, label) = (*self, format!("{unit:<14} {what:<36}"));
+        self.enabled.then(|| -> Box<dyn Fn(Duration)> {
+            Box::new(move |took| me.note(&format!("{label} still running ({} s)", took.as_secs())))
+        })
     }
 
     pub fn note(&self, text: &str) {
@@ -243,6 +252,7 @@ fn run_with_retries(
             &Work::Hook(ev.clone()),
             opts.hook_timeout,
             Capture::Combined(out_file.clone()),
+            progress.still_running(&unit, &ev.name),
         )?;
         let last = attempt >= opts.attempts.max(1);
         let (calls, removed) = dir.update(|m| Ok(finish(m, &opened, &ev, &outcome, last)))?;

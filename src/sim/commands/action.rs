@@ -21,6 +21,12 @@ fn params(spec: &ActionSpec, args: &[String]) -> Result<Map<String, Value>> {
     }
     for raw in args {
         let (k, v) = split_kv(raw, "action parameter")?;
+        if spec.closed && !spec.params.contains_key(&k) {
+            bail!(
+                "unknown parameter {k:?} (the action takes {:?})",
+                spec.params.keys().collect::<Vec<_>>()
+            );
+        }
         let value: Value = match serde_yaml::from_str::<serde_yaml::Value>(&v) {
             Ok(y @ (serde_yaml::Value::Bool(_) | serde_yaml::Value::Number(_))) => {
                 serde_json::to_value(y)?
@@ -99,6 +105,7 @@ pub fn run_action(
             out: out.clone(),
             err: err.clone(),
         },
+        ctx.progress.still_running(unit, action),
     );
     let Work::Action { id, .. } = &work else {
         unreachable!()

@@ -29,6 +29,7 @@ pub fn exec(ctx: &Ctx, unit: &str, cmd: &[String]) -> Result<u8> {
         env: opened.env.clone(),
         timeout: ctx.opts.hook_timeout,
         capture: Capture::Inherit,
+        still_running: None,
     });
     let ok = outcome.as_ref().is_ok_and(|o| o.ok());
     dir.update(|m| Ok(invoke::close(m, &opened.context, ok)))?;

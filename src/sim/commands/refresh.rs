@@ -96,6 +96,7 @@ pub fn dry_run(ctx: &Ctx, app: Option<&str>, path: &Path, extra: &[String]) -> R
             env: opened.env.clone(),
             timeout: ctx.opts.hook_timeout,
             capture: Capture::Combined(out.clone()),
+            still_running: None,
         });
         dir.update(|m| Ok(invoke::close(m, &opened.context, false)))?;
         let outcome = outcome?;

@@ -45,6 +45,8 @@ const TOOLS: &[(&str, ToolFn)] = &[
     ("state-get", unit::state_get),
     ("state-set", unit::state_set),
     ("state-delete", unit::state_delete),
+    ("storage-get", unit::storage_get),
+    ("storage-list", unit::storage_list),
     ("action-get", action::action_get),
     ("action-set", action::action_set),
     ("action-fail", action::action_fail),

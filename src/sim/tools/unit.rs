@@ -1,5 +1,6 @@
 //! The unit's own tools: config-get, network-get, unit-get, status-set/get,
-//! application-version-set, ports, goal-state, juju-log and the state store.
+//! application-version-set, ports, goal-state, juju-log, the state store
+//! and storage-get/storage-list.
 //! status-set, application-version-set and juju-log land at once; ports and
 //! state-set wait for the hook's exit status.
 
@@ -393,4 +394,54 @@ mod tests {
         assert!(port_spec("80/sctp").is_err());
         assert!(port_spec("9-3").is_err());
     }
+}
+
+/// The unit's storage instances: (id, name, location).
+fn storage_of(call: &Call) -> Result<Vec<(String, String, String)>> {
+    let u = call.model.unit(&call.unit)?;
+    let names = &call.model.app(call.app())?.charm.storage;
+    Ok(names
+        .iter()
+        .map(|n| {
+            let dir = crate::sim::hookenv::storage_dir(&u.dir, n);
+            (
+                crate::sim::hookenv::storage_id(n, u.machine),
+                n.clone(),
+                dir.display().to_string(),
+            )
+        })
+        .collect())
+}
+
+pub fn storage_list(call: &mut Call, argv: &[String]) -> Result<String> {
+    let p = args::parse(argv, &[FORMAT])?;
+    let filter = p.positional.first();
+    let ids: Vec<Value> = storage_of(call)?
+        .into_iter()
+        .filter(|(_, name, _)| filter.is_none_or(|f| f == name))
+        .map(|(id, _, _)| Value::String(id))
+        .collect();
+    render(&Value::Array(ids), p.format())
+}
+
+pub fn storage_get(call: &mut Call, argv: &[String]) -> Result<String> {
+    let p = args::parse(argv, &[FORMAT, option(&["s"])])?;
+    let id = match p.get("s").map(String::from).or_else(|| {
+        std::env::var("JUJU_STORAGE_ID")
+            .ok()
+            .filter(|s| !s.is_empty())
+    }) {
+        Some(id) => id,
+        None => return Err(usage("no storage instance specified")),
+    };
+    let Some((_, _, location)) = storage_of(call)?.into_iter().find(|(i, _, _)| *i == id) else {
+        bail!("storage {id:?} not found");
+    };
+    let all = json!({"kind": "filesystem", "location": location});
+    let v = match p.positional.as_slice() {
+        [] => all,
+        [key] => all.get(key).cloned().unwrap_or(Value::Null),
+        more => return Err(usage(format!("unrecognized args: {:?}", &more[1..]))),
+    };
+    render(&v, p.format())
 }
