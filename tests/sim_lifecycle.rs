@@ -214,6 +214,48 @@ fn refresh_runs_upgrade_then_config_then_leader_settings_then_start() {
 }
 
 #[test]
+fn forced_refresh_out_of_error_skips_upgrade_charm_and_config_changed() {
+    let sim = Sim::new();
+    sim.deploy(2);
+    // update-status fails on simtest/1 until the charm carries a fix.
+    sim.on(
+        "simtest/1",
+        "update-status",
+        "[ -f \"$JUJU_CHARM_DIR/FIXED\" ] || exit 1\n",
+    );
+    assert_eq!(
+        sim.run(&["update-status", "simtest/1"]).status.code(),
+        Some(2)
+    );
+    let fixed = sim.path("simtest-fixed");
+    copy_dir(&charm(), &fixed);
+    std::fs::write(fixed.join("FIXED"), "").unwrap();
+    let refused = sim.run(&["refresh", "--path", fixed.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("--force-units"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let n = sim.hooks("simtest/1").len();
+    let m = sim.hooks("simtest/0").len();
+    sim.ok(&[
+        "refresh",
+        "--path",
+        fixed.to_str().unwrap(),
+        "--force-units",
+    ]);
+    assert_eq!(
+        sim.hooks("simtest/1")[n..],
+        ["update-status", "leader-settings-changed", "start"]
+    );
+    assert_eq!(
+        sim.hooks("simtest/0")[m..],
+        ["upgrade-charm", "config-changed", "start"]
+    );
+}
+
+#[test]
 fn refresh_dry_run_changes_nothing_and_reports_each_unit() {
     let sim = Sim::new();
     sim.deploy(2);

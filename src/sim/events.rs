@@ -3,16 +3,34 @@
 //! leader-set, a removal...) and only appends to unit queues or moves
 //! relation membership; the scheduler runs the queues.
 
-use crate::sim::model::{app_of, Event, HookKind, Life, Member, Model, Unit};
+use crate::sim::model::{app_of, Agent, Event, HookKind, Life, Member, Model, Unit};
 
 /// Appends a hook, coalescing it with an identical one still pending (Juju
 /// runs one `-relation-changed` for several changes, and so on).
 pub fn enqueue(unit: &mut Unit, ev: Event) {
-    let running = usize::from(matches!(unit.agent, crate::sim::model::Agent::Executing(_)));
-    if ev.coalesces() && unit.queue.iter().skip(running).any(|q| *q == ev) {
+    if ev.coalesces() && pending(unit).any(|q| *q == ev) {
         return;
     }
     unit.queue.push_back(ev);
+}
+
+/// The queued hooks not yet started (the head may be running).
+fn pending(unit: &Unit) -> impl Iterator<Item = &Event> {
+    unit.queue.iter().skip(running(unit))
+}
+
+fn running(unit: &Unit) -> usize {
+    usize::from(matches!(unit.agent, Agent::Executing(_)))
+}
+
+/// Drops the queued hooks not yet started for which `drop` holds.
+fn drop_pending_where(unit: &mut Unit, drop: impl Fn(&Event) -> bool) {
+    let keep_head = running(unit);
+    let mut i = 0;
+    unit.queue.retain(|ev| {
+        i += 1;
+        i <= keep_head || !drop(ev)
+    });
 }
 
 /// The hooks a new unit runs: storage-attached, install, the peer (and any
@@ -229,12 +247,7 @@ pub fn begin_removal(model: &mut Model, unit: &str) {
     let u = model.units.get_mut(unit).expect("unit exists");
     u.life = Life::Dying;
     // A dying unit enters no relation it has not entered yet.
-    let running = usize::from(matches!(u.agent, crate::sim::model::Agent::Executing(_)));
-    let mut i = 0;
-    u.queue.retain(|ev| {
-        i += 1;
-        i <= running || ev.kind != HookKind::RelationCreated
-    });
+    drop_pending_where(u, |ev| ev.kind == HookKind::RelationCreated);
     let mut rels: Vec<(bool, u32)> = model
         .relations
         .values()
@@ -315,17 +328,13 @@ fn drop_pending(model: &mut Model, unit: &str, rel: u32, remote: Option<&str>) {
     let Some(u) = model.units.get_mut(unit) else {
         return;
     };
-    let running = usize::from(matches!(u.agent, crate::sim::model::Agent::Executing(_)));
-    let mut i = 0;
-    u.queue.retain(|ev| {
-        i += 1;
-        let pending_join = matches!(
+    drop_pending_where(u, |ev| {
+        matches!(
             ev.kind,
             HookKind::RelationJoined | HookKind::RelationChanged
         ) && ev.relation == Some(rel)
             && ev.remote_unit.is_some()
-            && remote.is_none_or(|r| ev.remote_unit.as_deref() == Some(r));
-        i <= running || !pending_join
+            && remote.is_none_or(|r| ev.remote_unit.as_deref() == Some(r))
     });
 }
 

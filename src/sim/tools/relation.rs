@@ -15,7 +15,7 @@ use serde_json::Value;
 impl Call<'_> {
     /// The relation named by `-r` (`cluster:3` or `3`), else the hook's own;
     /// the unit must be in it.
-    fn relation(&self, flag: Option<&str>) -> Result<&Relation> {
+    pub(super) fn relation(&self, flag: Option<&str>) -> Result<&Relation> {
         let (raw, from_flag) = match (flag, self.env.relation_id.as_deref()) {
             (Some(r), _) => (r, true),
             (None, Some(r)) => (r, false),

@@ -55,7 +55,7 @@ pub fn network_get(call: &mut Call, argv: &[String]) -> Result<String> {
         more => return Err(usage(format!("unrecognized args: {:?}", &more[1..]))),
     }
     if let Some(r) = p.get("r") {
-        call_relation_exists(call, r)?;
+        call.relation(Some(r))?;
     }
     let addr = call.model.unit(&call.unit)?.address.clone();
     let (prefix, _) = addr.rsplit_once('.').unwrap_or((&addr, ""));
@@ -92,16 +92,6 @@ pub fn network_get(call: &mut Call, argv: &[String]) -> Result<String> {
         ),
     };
     render(&v, p.format())
-}
-
-fn call_relation_exists(call: &Call, raw: &str) -> Result<()> {
-    let id: Option<u32> = raw.rsplit(':').next().and_then(|n| n.parse().ok());
-    match id.and_then(|i| call.model.relations.get(&i)) {
-        Some(r) if r.members.contains_key(&call.unit) => Ok(()),
-        _ => Err(usage(format!(
-            "invalid value {raw:?} for option -r: relation not found"
-        ))),
-    }
 }
 
 pub fn unit_get(call: &mut Call, argv: &[String]) -> Result<String> {
