@@ -368,3 +368,152 @@ pub fn finish_removal(model: &mut Model, unit: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::model::{Application, Endpoint, Relation};
+
+    /// An application `a` with `n` units and a peer relation 0 in which
+    /// every unit is in scope and has joined every other.
+    fn model(n: u32) -> Model {
+        let mut m = Model::default();
+        m.applications.insert(
+            "a".into(),
+            Application {
+                name: "a".into(),
+                leader: Some("a/0".into()),
+                ..Default::default()
+            },
+        );
+        let mut rel = Relation {
+            id: 0,
+            endpoints: vec![Endpoint {
+                app: "a".into(),
+                name: "peer".into(),
+                interface: "x".into(),
+                role: "peer".into(),
+            }],
+            ..Default::default()
+        };
+        let names: Vec<String> = (0..n).map(|i| format!("a/{i}")).collect();
+        for name in &names {
+            let others = names.iter().filter(|o| *o != name).cloned().collect();
+            rel.members.insert(
+                name.clone(),
+                Member {
+                    in_scope: true,
+                    joined: others,
+                },
+            );
+            let number = name[2..].parse().unwrap();
+            m.units.insert(
+                name.clone(),
+                Unit {
+                    name: name.clone(),
+                    app: "a".into(),
+                    number,
+                    ..Default::default()
+                },
+            );
+        }
+        m.relations.insert(0, rel);
+        m
+    }
+
+    fn queue(m: &Model, unit: &str) -> Vec<String> {
+        m.units[unit]
+            .queue
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e.name,
+                    e.remote_unit
+                        .as_deref()
+                        .map(|r| format!(" {r}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pending_changed_hooks_coalesce() {
+        let mut m = model(2);
+        unit_bag_changed(&mut m, 0, "a/1");
+        unit_bag_changed(&mut m, 0, "a/1");
+        leader_settings_changed(&mut m, "a");
+        leader_settings_changed(&mut m, "a");
+        assert_eq!(queue(&m, "a/0"), ["peer-relation-changed a/1"]);
+        assert_eq!(queue(&m, "a/1"), ["leader-settings-changed"]);
+    }
+
+    #[test]
+    fn a_running_hook_does_not_absorb_a_new_one() {
+        let mut m = model(2);
+        leader_settings_changed(&mut m, "a");
+        m.units.get_mut("a/1").unwrap().agent = Agent::Executing("leader-settings-changed".into());
+        leader_settings_changed(&mut m, "a");
+        assert_eq!(
+            queue(&m, "a/1"),
+            ["leader-settings-changed", "leader-settings-changed"]
+        );
+    }
+
+    #[test]
+    fn removal_departs_both_ways_then_breaks_stops_removes() {
+        let mut m = model(3);
+        begin_removal(&mut m, "a/2");
+        assert_eq!(
+            queue(&m, "a/2"),
+            [
+                "peer-relation-departed a/0",
+                "peer-relation-departed a/1",
+                "peer-relation-broken",
+                "stop",
+                "remove"
+            ]
+        );
+        assert_eq!(queue(&m, "a/0"), ["peer-relation-departed a/2"]);
+        let departing: Vec<_> = m.units["a/0"]
+            .queue
+            .iter()
+            .map(|e| e.departing_unit.clone())
+            .collect();
+        assert_eq!(departing, [Some("a/2".to_string())]);
+    }
+
+    #[test]
+    fn removal_forgets_joins_not_yet_run() {
+        let mut m = model(2);
+        // a/2 entered scope; nobody has run the joins yet.
+        m.units.insert(
+            "a/2".into(),
+            Unit {
+                name: "a/2".into(),
+                app: "a".into(),
+                number: 2,
+                ..Default::default()
+            },
+        );
+        enter_scope(&mut m, 0, "a/2");
+        assert_eq!(
+            queue(&m, "a/0"),
+            ["peer-relation-joined a/2", "peer-relation-changed a/2"]
+        );
+        begin_removal(&mut m, "a/2");
+        assert!(queue(&m, "a/0").is_empty(), "{:?}", queue(&m, "a/0"));
+        assert_eq!(queue(&m, "a/2"), ["peer-relation-broken", "stop", "remove"]);
+    }
+
+    #[test]
+    fn removing_the_leader_elects_the_next_live_unit() {
+        let mut m = model(3);
+        m.units.get_mut("a/1").unwrap().life = Life::Dying;
+        finish_removal(&mut m, "a/0");
+        assert_eq!(m.applications["a"].leader.as_deref(), Some("a/2"));
+        assert_eq!(queue(&m, "a/2"), ["leader-elected"]);
+        assert!(!m.relations[&0].members["a/2"].joined.contains("a/0"));
+    }
+}
