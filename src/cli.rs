@@ -22,4 +22,25 @@ pub enum Command {
     /// Run etcd as a supervised process (the direct backend's stand-in for systemd).
     #[command(hide = true)]
     Supervise,
+    /// With --dry-run: show what upgrading to this charm would do on this
+    /// unit (migration, token, etcd.conf.yml diff) and change nothing. Exit 0
+    /// when the upgrade would proceed, 2 when it would block. (Juju runs the
+    /// upgrade-charm hook itself, without arguments.)
+    UpgradeCharm {
+        /// Plan only; required, since by hand nothing else is offered.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+        /// This unit (e.g. etcd/0) when neither JUJU_UNIT_NAME nor the
+        /// member name on disk says.
+        #[arg(long)]
+        unit: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
 }

@@ -10,7 +10,9 @@ use crate::paths::Paths;
 use crate::wal::{self, WalError, WalIds};
 use serde_yaml::Value;
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
 
 /// An etcd.conf.yml as found: every key optional, empty values as None.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -188,6 +190,58 @@ pub struct Location {
     pub exists: bool,
     /// What its WAL says: Ok(None) no member, Ok(Some) a member, Err unreadable.
     pub member: Result<Option<WalIds>, WalError>,
+    /// What the migration planner needs to know besides the member.
+    pub facts: DirFacts,
+}
+
+/// Facts about one location that decide how a member is moved out of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirFacts {
+    /// `<path>/member` exists, with or without a WAL.
+    pub member_dir: bool,
+    /// The separate WAL dir the config names for this location, if any.
+    pub wal_dir: Option<PathBuf>,
+    /// The file system (st_dev) of `member/`, else of the nearest existing
+    /// directory on the way to it: a rename works only within one.
+    pub device: Option<u64>,
+    /// Size of the bbolt db `member/snap/db`, when there is one.
+    pub db_size: Option<u64>,
+    /// The newest modification time of anything under `member/` (and the
+    /// wal-dir): tells a copy or a snapshot taken before it from one after.
+    pub newest_change: Option<SystemTime>,
+}
+
+/// A member dir an interrupted migration left in the canonical data dir
+/// (`member.incoming`, `member.verified`; see [`crate::migrate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    pub path: PathBuf,
+    /// What its `wal/` says.
+    pub member: Result<Option<WalIds>, WalError>,
+    /// Holds no entries at all.
+    pub empty: bool,
+    /// The directory's own mtime: a verified copy is stamped when verified.
+    pub mtime: Option<SystemTime>,
+}
+
+/// A migration snapshot in the backup dir: `<stamp>-migrate-<name>-<id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub path: PathBuf,
+    pub member_id: u64,
+    /// When its newest file was written.
+    pub newest_change: Option<SystemTime>,
+}
+
+/// What an earlier or interrupted migration left, for the planner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrationFacts {
+    pub incoming: Option<Staged>,
+    pub verified: Option<Staged>,
+    /// This member's migration snapshots, complete ones only.
+    pub snapshots: Vec<Snapshot>,
+    /// `ETCD_CHARM_MIGRATE=copy`: copy even within one file system (tests).
+    pub force_copy: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +252,7 @@ pub struct DiskLayout {
     pub env_configs: Vec<(PathBuf, BTreeMap<String, String>)>,
     /// Canonical first, then legacy, then configured; no duplicates.
     pub locations: Vec<Location>,
+    pub migration: MigrationFacts,
 }
 
 impl DiskLayout {
@@ -223,7 +278,7 @@ pub fn configured_data_dir(paths: &Paths, config: &FoundConfig) -> Option<PathBu
     config
         .data_dir
         .as_deref()
-        .map(|d| paths.host(normalize(Path::new(d))))
+        .map(|d| paths.from_config(normalize(Path::new(d))))
 }
 
 /// Reads everything above. Never writes. `member_name` is e.g. `etcd0`.
@@ -242,7 +297,7 @@ pub fn observe(paths: &Paths, member_name: &str) -> DiskLayout {
     let configured = found.and_then(|c| configured_data_dir(paths, c));
     let wal_dir = found
         .and_then(|c| c.wal_dir.as_deref())
-        .map(|w| paths.host(normalize(Path::new(w))));
+        .map(|w| paths.from_config(normalize(Path::new(w))));
 
     let mut candidates = vec![
         (normalize(&paths.data_dir()), Role::Canonical),
@@ -262,8 +317,10 @@ pub fn observe(paths: &Paths, member_name: &str) -> DiskLayout {
             (Some(w), true) => wal::read_ids_in_wal_dir(w),
             _ => wal::read_ids(&path),
         };
+        let own_wal = if is_configured { wal_dir.clone() } else { None };
         locations.push(Location {
             exists: path.is_dir(),
+            facts: dir_facts(&path, own_wal),
             path,
             role,
             member,
@@ -273,6 +330,89 @@ pub fn observe(paths: &Paths, member_name: &str) -> DiskLayout {
         config,
         env_configs,
         locations,
+        migration: migration_facts(paths, member_name),
+    }
+}
+
+fn dir_facts(data_dir: &Path, wal_dir: Option<PathBuf>) -> DirFacts {
+    let member = data_dir.join("member");
+    let mut newest = newest_change(&member);
+    if let Some(w) = &wal_dir {
+        newest = newest.max(newest_change(w));
+    }
+    DirFacts {
+        member_dir: member.is_dir(),
+        device: device_of(&member),
+        db_size: std::fs::metadata(member.join("snap").join("db"))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len()),
+        newest_change: newest,
+        wal_dir,
+    }
+}
+
+/// st_dev of `p`, or of its nearest existing ancestor.
+pub fn device_of(p: &Path) -> Option<u64> {
+    p.ancestors()
+        .find_map(|a| std::fs::metadata(a).ok())
+        .map(|m| m.dev())
+}
+
+/// The newest mtime of `dir` and everything under it (bounded depth; a
+/// member dir is shallow). None when `dir` does not exist.
+pub fn newest_change(dir: &Path) -> Option<SystemTime> {
+    fn walk(p: &Path, depth: usize, newest: &mut Option<SystemTime>) {
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        if let Ok(t) = meta.modified() {
+            *newest = (*newest).max(Some(t));
+        }
+        if meta.is_dir() && depth < 8 {
+            if let Ok(entries) = std::fs::read_dir(p) {
+                for e in entries.flatten() {
+                    walk(&e.path(), depth + 1, newest);
+                }
+            }
+        }
+    }
+    let mut newest = None;
+    walk(dir, 0, &mut newest);
+    newest
+}
+
+fn staged(path: PathBuf) -> Option<Staged> {
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    Some(Staged {
+        member: wal::read_ids_in_wal_dir(&path.join("wal")),
+        empty: std::fs::read_dir(&path).map_or(true, |mut d| d.next().is_none()),
+        mtime: meta.modified().ok(),
+        path,
+    })
+}
+
+fn migration_facts(paths: &Paths, member_name: &str) -> MigrationFacts {
+    let data = paths.data_dir();
+    let mut snapshots = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(paths.backup_dir()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(member_id) = crate::migrate::parse_snapshot_name(&name, member_name) {
+                snapshots.push(Snapshot {
+                    newest_change: newest_change(&e.path()),
+                    path: e.path(),
+                    member_id,
+                });
+            }
+        }
+    }
+    snapshots.sort_by(|a, b| a.path.cmp(&b.path));
+    MigrationFacts {
+        incoming: staged(data.join(crate::migrate::INCOMING)),
+        verified: staged(data.join(crate::migrate::VERIFIED)),
+        snapshots,
+        force_copy: std::env::var(crate::migrate::FORCE_ENV).is_ok_and(|v| v == "copy"),
     }
 }
 
@@ -294,22 +434,29 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
         return Ok(());
     };
     let here = match config.wal_dir.as_deref() {
-        Some(w) => wal::read_ids_in_wal_dir(&paths.host(normalize(Path::new(w)))),
+        Some(w) => wal::read_ids_in_wal_dir(&paths.from_config(normalize(Path::new(w)))),
         None => wal::read_ids(&configured),
     };
     if !matches!(here, Ok(None)) {
         return Ok(());
     }
-    let mut others = vec![normalize(&paths.data_dir())];
+    // (the place to name, where its WAL would be)
+    let data_dir = |d: PathBuf| (d.clone(), wal::wal_dir_of(&d));
+    let mut others = vec![data_dir(normalize(&paths.data_dir()))];
     if let Some(name) = &config.name {
-        others.push(normalize(&paths.legacy_data_dir(name)));
+        others.push(data_dir(normalize(&paths.legacy_data_dir(name))));
+    }
+    // A migration's copy waiting to be put in place is this member too.
+    for staged in [crate::migrate::INCOMING, crate::migrate::VERIFIED] {
+        let dir = paths.data_dir().join(staged);
+        others.push((dir.clone(), dir.join("wal")));
     }
     let mut found = Vec::new();
-    for other in others {
+    for (other, other_wal) in others {
         if same_place(&other, &configured) {
             continue;
         }
-        match wal::read_ids(&other) {
+        match wal::read_ids_in_wal_dir(&other_wal) {
             Ok(None) => {}
             Ok(Some(ids)) => found.push(format!("{} holds {ids}", other.display())),
             Err(e) => found.push(format!(
@@ -325,7 +472,9 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
     Err(format!(
         "refusing to start etcd: {} sets data-dir {} (on disk {}), which holds no member, \
          but {}. Starting would create a new, empty member beside the existing one. \
-         Point data-dir at the existing member's directory, then start again.",
+         Let the charm move the member into place (its next hook does; \
+         `etcd-charm upgrade-charm --dry-run` shows how), or point data-dir at \
+         the existing member's directory, then start again.",
         paths.config_file().display(),
         config.data_dir.as_deref().unwrap_or_default(),
         configured.display(),

@@ -5,9 +5,11 @@
 //! - `context`   — which hook or action Juju is running, and the frozen JUJU_* context.
 //! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
 //! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
+//! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
+//! - `migrate`   — moving a member out of a legacy location, crash-safely (pure plan + apply).
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
@@ -17,11 +19,13 @@
 pub mod charm;
 pub mod cli;
 pub mod context;
+pub mod diff;
 pub mod error;
 pub mod etcd;
 pub mod failpoint;
 pub mod hooktools;
 pub mod layout;
+pub mod migrate;
 pub mod paths;
 pub mod render;
 pub mod service;

@@ -1,7 +1,7 @@
 //! `etcd-charm`: a Juju hook when Juju runs it, a CLI when a person does.
 
 use clap::Parser;
-use etcd_charm::cli::{Cli, Command};
+use etcd_charm::cli::{Cli, Command, OutputFormat};
 use etcd_charm::context::HookContext;
 use etcd_charm::paths::Paths;
 use std::process::ExitCode;
@@ -33,6 +33,23 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::UpgradeCharm {
+            dry_run,
+            format,
+            unit,
+        } => {
+            if !dry_run {
+                eprintln!(
+                    "etcd-charm upgrade-charm: by hand only --dry-run is offered; Juju runs the upgrade itself (juju refresh)"
+                );
+                return ExitCode::from(64);
+            }
+            let format = match format {
+                OutputFormat::Text => etcd_charm::charm::dryrun::Format::Text,
+                OutputFormat::Json => etcd_charm::charm::dryrun::Format::Json,
+            };
+            etcd_charm::charm::dryrun::run(unit.as_deref(), format)
+        }
         Command::Supervise => {
             let bin = std::env::var_os("ETCD_BIN")
                 .map(std::path::PathBuf::from)

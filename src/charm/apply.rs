@@ -106,8 +106,42 @@ impl Applier<'_> {
             }
             Step::OpenPort(p) => self.tools.open_port(*p)?,
             Step::SetVersion(v) => self.tools.application_version_set(v)?,
+            Step::Migrate(m) => {
+                self.tools.status_set(
+                    StatusKind::Maintenance,
+                    &format!("Migrating the etcd member: {}", short(&m.to_string())),
+                )?;
+                let mut report = |msg: &str| {
+                    if let Err(e) = self.tools.status_set(StatusKind::Maintenance, msg) {
+                        warn!("{e}");
+                    }
+                };
+                if let Some(msg) = crate::migrate::apply(m, &mut report)? {
+                    return Ok(Some((StatusKind::Blocked, msg)));
+                }
+            }
+            Step::VerifyMember(ids) => return self.verify_member(*ids),
         }
         Ok(None)
+    }
+
+    /// After a start: the member answering on this unit's client URL must
+    /// be the one the data dir's WAL records (after a migration: the one
+    /// observed before it).
+    fn verify_member(&self, want: crate::wal::WalIds) -> Result<Option<(StatusKind, String)>> {
+        let ep = self.own_endpoint()?;
+        let s = etcd::block_on(etcd::member_status(&ep))?;
+        if s.member_id == want.member_id && s.cluster_id == want.cluster_id {
+            info!("etcd at {ep} is {want}, as its WAL records");
+            return Ok(None);
+        }
+        Ok(Some((
+            StatusKind::Blocked,
+            format!(
+                "etcd at {ep} answers as member {:x} of cluster {:x}, but its data dir holds {want}; check which etcd listens there",
+                s.member_id, s.cluster_id
+            ),
+        )))
     }
 
     /// Leadership data goes to the peer app databag, and to leader-set while
@@ -332,7 +366,7 @@ fn last_line(s: &str) -> String {
 }
 
 /// A failpoint name per step kind, stable across runs.
-fn step_key(s: &Step) -> &'static str {
+pub fn step_key(s: &Step) -> &'static str {
     match s {
         Step::InstallEtcd => "install",
         Step::WriteDropIn(_) => "write-dropin",
@@ -350,7 +384,18 @@ fn step_key(s: &Step) -> &'static str {
         Step::MoveDataAside { .. } => "move-aside",
         Step::OpenPort(_) => "open-port",
         Step::SetVersion(_) => "set-version",
+        Step::Migrate(m) => m.key(),
+        Step::VerifyMember(_) => "verify-member",
     }
+}
+
+/// Status messages stay one readable line.
+fn short(s: &str) -> String {
+    if s.chars().count() <= 120 {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(117).collect();
+    format!("{cut}...")
 }
 
 /// Write to a temp file beside the target, fsync, rename: a crash leaves

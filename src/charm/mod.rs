@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod config;
+pub mod dryrun;
 pub mod logging;
 pub mod observe;
 pub mod plan;

@@ -85,6 +85,17 @@ impl Observed {
     }
 }
 
+/// How observe treats the model's hook tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A hook: every tool must answer, or the hook fails (and is retried).
+    Hook,
+    /// The upgrade dry run: a tool that fails is noted and a stand-in
+    /// value used. `tools: false` when no hook tools are on PATH at all
+    /// (run over plain ssh): then none is called.
+    DryRun { tools: bool },
+}
+
 /// Everything the hook needs, in one pass. Failures of the model's hook
 /// tools are errors (the hook is retried); an unreachable cluster is data.
 pub fn observe(
@@ -93,28 +104,153 @@ pub fn observe(
     paths: &Paths,
     service: &Service,
 ) -> Result<Observed> {
-    let config = CharmConfig::parse(&tools.config_get()?);
-    let is_leader = tools.is_leader()?;
+    observe_with(ctx, tools, paths, service, Mode::Hook).map(|(o, _)| o)
+}
+
+/// A hook tool's answer, or in a dry run its stand-in (and a note of what
+/// could not be read).
+fn tolerate<T>(
+    mode: Mode,
+    unread: &mut Vec<String>,
+    what: &str,
+    call: impl FnOnce() -> std::result::Result<T, crate::hooktools::HookToolError>,
+    stand_in: impl FnOnce() -> T,
+) -> Result<T> {
+    match mode {
+        Mode::Hook => Ok(call()?),
+        Mode::DryRun { tools: false } => Ok(stand_in()),
+        Mode::DryRun { tools: true } => match call() {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                unread.push(format!("{what}: {e}"));
+                Ok(stand_in())
+            }
+        },
+    }
+}
+
+/// The host part of the first URL in a comma-separated list.
+fn url_host(urls: &str) -> Option<String> {
+    let first = urls.split(',').next()?.trim();
+    let rest = first.split_once("://").map_or(first, |(_, r)| r);
+    let hostport = rest.split('/').next()?;
+    let host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => hostport.rsplit_once(':').map_or(hostport, |(h, _)| h),
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// [`observe`], and in [`Mode::DryRun`] the list of model data it could not
+/// read (each with why, and what stood in for it).
+pub fn observe_with(
+    ctx: &HookContext,
+    tools: &HookTools,
+    paths: &Paths,
+    service: &Service,
+    mode: Mode,
+) -> Result<(Observed, Vec<String>)> {
+    let mut unread = Vec::new();
+    if mode == (Mode::DryRun { tools: false }) {
+        unread.push(
+            "no Juju hook tools on PATH (not run under `juju exec`): charm config, leadership \
+             and leadership data, relation data and the unit's address were not read; \
+             defaults, this unit as a non-leader, and the addresses in etcd.conf.yml stand in"
+                .to_string(),
+        );
+    }
+    let u = &mut unread;
+    let config = CharmConfig::parse(&tolerate(
+        mode,
+        u,
+        "charm config (config-get; the charm's defaults stand in)",
+        || tools.config_get(),
+        Default::default,
+    )?);
+    let is_leader = tolerate(
+        mode,
+        u,
+        "leadership (is-leader; planned as a non-leader)",
+        || tools.is_leader(),
+        || false,
+    )?;
     let has_leader_tools = ctx.has_leader_tools();
-    let peer_relation = tools.relation_ids(PEER_ENDPOINT)?.into_iter().next();
+    let peer_relation = tolerate(
+        mode,
+        u,
+        "the peer relation (relation-ids)",
+        || tools.relation_ids(PEER_ENDPOINT),
+        Vec::new,
+    )?
+    .into_iter()
+    .next();
     let mut leader = LeaderData::default();
     let mut own_bag = Databag::new();
     let mut peers = BTreeMap::new();
     if let Some(rel) = &peer_relation {
-        leader.app = tools.relation_get_app(rel, ctx.app_name())?;
-        own_bag = tools.relation_get(rel, &ctx.unit_name)?;
-        for u in tools.relation_list(rel)? {
-            let bag = tools.relation_get(rel, &u)?;
-            peers.insert(u, bag);
+        leader.app = tolerate(
+            mode,
+            u,
+            "the peer relation's app databag (relation-get --app)",
+            || tools.relation_get_app(rel, ctx.app_name()),
+            Databag::new,
+        )?;
+        own_bag = tolerate(
+            mode,
+            u,
+            "this unit's peer databag (relation-get)",
+            || tools.relation_get(rel, &ctx.unit_name),
+            Databag::new,
+        )?;
+        let units = tolerate(
+            mode,
+            u,
+            "the peer units (relation-list)",
+            || tools.relation_list(rel),
+            Vec::new,
+        )?;
+        for unit in units {
+            let bag = tolerate(
+                mode,
+                u,
+                &format!("{unit}'s peer databag (relation-get)"),
+                || tools.relation_get(rel, &unit),
+                Databag::new,
+            )?;
+            peers.insert(unit, bag);
         }
     }
     if has_leader_tools {
-        leader.legacy = tools.leader_get()?;
+        leader.legacy = tolerate(
+            mode,
+            u,
+            "leadership data (leader-get)",
+            || tools.leader_get(),
+            Databag::new,
+        )?;
     }
-    let address = tools.network_get_ingress(PEER_ENDPOINT)?;
-    let client_address = tools.network_get_ingress(CLIENT_ENDPOINT)?;
     let member_name = ctx.member_name();
     let disk = layout::observe(paths, &member_name);
+    let found = disk.found_config();
+    let from_config = |urls: Option<&String>| urls.and_then(|u| url_host(u));
+    let peer_fallback = from_config(found.and_then(|c| c.initial_advertise_peer_urls.as_ref()))
+        .unwrap_or_else(|| "unknown-address".into());
+    let client_fallback = from_config(found.and_then(|c| c.advertise_client_urls.as_ref()))
+        .unwrap_or_else(|| peer_fallback.clone());
+    let address = tolerate(
+        mode,
+        u,
+        "the unit's peer address (network-get cluster; etcd.conf.yml's stands in)",
+        || tools.network_get_ingress(PEER_ENDPOINT),
+        || peer_fallback.clone(),
+    )?;
+    let client_address = tolerate(
+        mode,
+        u,
+        "the unit's client address (network-get db; etcd.conf.yml's stands in)",
+        || tools.network_get_ingress(CLIENT_ENDPOINT),
+        || client_fallback.clone(),
+    )?;
     let config_text = std::fs::read_to_string(paths.config_file()).ok();
     let dropin_text = std::fs::read_to_string(paths.systemd_dropin()).ok();
     let etcd_version = service.version();
@@ -141,7 +277,7 @@ pub fn observe(
             }
         }
     };
-    Ok(Observed {
+    let observed = Observed {
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),
         member_name,
@@ -162,5 +298,29 @@ pub fn observe(
         active,
         local,
         cluster,
-    })
+    };
+    Ok((observed, unread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_host;
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(
+            url_host("https://10.5.0.10:2380").as_deref(),
+            Some("10.5.0.10")
+        );
+        assert_eq!(
+            url_host("https://0.0.0.0:2379,http://127.0.0.1:4001").as_deref(),
+            Some("0.0.0.0")
+        );
+        assert_eq!(
+            url_host("http://[fd00::1]:2379").as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(url_host("10.0.0.1").as_deref(), Some("10.0.0.1"));
+        assert_eq!(url_host(""), None);
+    }
 }

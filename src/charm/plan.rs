@@ -23,8 +23,11 @@ use super::token::{self, TokenSource};
 use crate::context::Event;
 use crate::etcd::ClusterView;
 use crate::hooktools::{Databag, StatusKind};
+use crate::layout::Role;
+use crate::migrate::{self, Migration, MigrationStep};
 use crate::paths::Paths;
 use crate::render::{self, ClusterState, EtcdConfig};
+use crate::wal::WalIds;
 use std::path::PathBuf;
 
 /// Keys in leadership data.
@@ -73,6 +76,10 @@ pub enum Step {
     },
     OpenPort(u16),
     SetVersion(String),
+    /// Moves this unit's member toward the canonical data dir (migrate.rs).
+    Migrate(MigrationStep),
+    /// The running member must be the one its WAL records; else blocked.
+    VerifyMember(WalIds),
 }
 
 impl std::fmt::Display for Step {
@@ -106,6 +113,10 @@ impl std::fmt::Display for Step {
             }
             Step::OpenPort(p) => write!(f, "open port {p}/tcp"),
             Step::SetVersion(v) => write!(f, "set the application version to {v}"),
+            Step::Migrate(m) => write!(f, "{m}"),
+            Step::VerifyMember(ids) => {
+                write!(f, "check that the running member is {ids}")
+            }
         }
     }
 }
@@ -235,6 +246,46 @@ fn cluster_exists(o: &Observed) -> bool {
             .any(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
 }
 
+/// What observe would see once the migration's steps have run: the member
+/// in the canonical dir, nothing elsewhere, etcd stopped if it was stopped.
+pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) -> Observed {
+    let mut after = o.clone();
+    for l in &mut after.disk.locations {
+        if l.role == Role::Canonical {
+            l.exists = true;
+            l.member = Ok(Some(ids));
+            l.facts.member_dir = true;
+        } else {
+            l.member = Ok(None);
+            l.facts.member_dir = false;
+        }
+    }
+    if !after
+        .disk
+        .locations
+        .iter()
+        .any(|l| l.role == Role::Canonical)
+    {
+        after.disk.locations.insert(
+            0,
+            crate::layout::Location {
+                path: paths.data_dir(),
+                role: Role::Canonical,
+                exists: true,
+                member: Ok(Some(ids)),
+                facts: Default::default(),
+            },
+        );
+    }
+    after.disk.migration.incoming = None;
+    after.disk.migration.verified = None;
+    if stopped {
+        after.active = false;
+        after.local = None;
+    }
+    after
+}
+
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = Plan::default();
     let c = match &o.config {
@@ -249,31 +300,40 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             p.steps.push(Step::WriteDropIn(d));
         }
     }
-    // Rule 2: a member outside the canonical data dir is never started over.
-    for l in &o.disk.locations {
-        if l.role != crate::layout::Role::Canonical {
-            if let Ok(Some(ids)) = &l.member {
-                return p.block(format!(
-                    "member {:x} of cluster {:x} lives at {}: migrate it with upgrade-charm before etcd is configured",
-                    ids.member_id,
-                    ids.cluster_id,
-                    paths.unhost(&l.path).display()
-                ));
-            }
-        }
-        if let Err(e) = &l.member {
-            return p.block(format!("unreadable data dir: {e}"));
-        }
-    }
     if let Some(Err(e)) = &o.disk.config {
         // Only fatal if we would need it: a WAL-less unit rewrites it anyway.
-        if o.local_ids().is_some() {
+        if o.disk
+            .locations
+            .iter()
+            .any(|l| !matches!(l.member, Ok(None)))
+        {
             return p.block(format!(
                 "{}: {e}",
                 paths.unhost(paths.config_file()).display()
             ));
         }
     }
+    // Rule 2: a member outside the canonical data dir is moved into it
+    // before anything else; the rest is planned as if it were there already.
+    let projected;
+    let o = match migrate::plan_migration(&o.disk, paths, &o.member_name) {
+        Migration::Nothing => o,
+        Migration::Conflict { message } => return p.block(message),
+        Migration::Migrate {
+            ids,
+            stop_etcd,
+            steps,
+            ..
+        } => {
+            let stop = stop_etcd && o.active;
+            if stop {
+                p.steps.push(Step::StopEtcd);
+            }
+            p.steps.extend(steps.into_iter().map(Step::Migrate));
+            projected = after_migration(o, paths, ids, stop);
+            &projected
+        }
+    };
 
     let token = match choose_token(o, paths, !cluster_exists(o)) {
         Err(e) => return p.block(e),
@@ -422,8 +482,9 @@ fn plan_with_wal(
         });
     }
     if !o.active {
-        // update-status only reports: an operator may have stopped etcd on purpose.
-        if o.event == Event::UpdateStatus {
+        // update-status only reports: an operator may have stopped etcd on
+        // purpose (but what a migration just stopped is started again).
+        if o.event == Event::UpdateStatus && !p.steps.contains(&Step::StopEtcd) {
             p.status.push((
                 StatusKind::Blocked,
                 "etcd is not running; the next start or config-changed hook starts it".into(),
@@ -432,9 +493,11 @@ fn plan_with_wal(
         }
         p.steps.push(Step::StartEtcd);
         p.steps.push(Step::WaitMember);
+        p.steps.push(Step::VerifyMember(ids));
     } else if restart {
         p.steps.push(Step::RestartEtcd);
         p.steps.push(Step::WaitMember);
+        p.steps.push(Step::VerifyMember(ids));
     }
 }
 

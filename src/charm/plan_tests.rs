@@ -30,6 +30,7 @@ fn canonical(ids: Option<WalIds>) -> Location {
         role: Role::Canonical,
         exists: ids.is_some(),
         member: Ok(ids),
+        facts: Default::default(),
     }
 }
 
@@ -53,6 +54,7 @@ fn fresh(leader: bool) -> Observed {
             config: None,
             env_configs: vec![],
             locations: vec![canonical(None)],
+            migration: Default::default(),
         },
         config_text: None,
         dropin_text: None,
@@ -485,22 +487,29 @@ fn bad_config_blocks_and_changes_nothing() {
 }
 
 #[test]
-fn a_member_in_a_legacy_location_blocks_before_any_config_is_written() {
+fn a_member_in_a_legacy_location_is_moved_before_any_config_is_written() {
     let mut o = fresh(true);
     o.disk.locations.push(Location {
         path: PathBuf::from("/r/var/snap/etcd/current/etcd0.etcd"),
         role: Role::Legacy,
         exists: true,
         member: Ok(Some(IDS)),
+        facts: Default::default(),
     });
     let p = plan(&o, &paths(), None);
-    assert!(!has(&p, |s| matches!(
-        s,
-        Step::WriteConfig { .. } | Step::StartEtcd
-    )));
-    let (k, m) = status(&p).unwrap();
-    assert_eq!(k, StatusKind::Blocked);
-    assert!(m.contains("/var/snap/etcd/current/etcd0.etcd"), "{m}");
+    let first_write = p
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::WriteConfig { .. }))
+        .expect("the config is written after the move");
+    let last_move = p
+        .steps
+        .iter()
+        .rposition(|s| matches!(s, Step::Migrate(_)))
+        .expect("the member is moved");
+    assert!(last_move < first_write, "{:#?}", p.steps);
+    // The member is a cluster: no token is generated for it.
+    assert_eq!(p.token, None);
 }
 
 #[test]
@@ -521,4 +530,159 @@ fn final_status_priority() {
     assert_eq!(final_status(&[], Some(1)).1, "Healthy with 1 known peer");
     assert_eq!(final_status(&[], Some(3)).1, "Healthy with 3 known peers");
     assert_eq!(final_status(&[], None).0, StatusKind::Waiting);
+}
+
+// ---------------------------------------------------------------- migration
+// (issue 5: a member in a legacy location is moved before etcd.conf.yml is
+// rewritten; the token is only ever read back.)
+
+const LEGACY_DIR: &str = "/r/var/snap/etcd/current/etcd0.etcd";
+
+/// A unit as the snap's 2.x → 3.x move left it: the member in etcd0.etcd,
+/// a config pointing there without any initial-* keys, etcd running on it.
+fn snap_migrated(leader: bool) -> Observed {
+    let mut o = fresh(leader);
+    o.event = Event::UpgradeCharm;
+    o.active = true;
+    o.disk.config = Some(Ok(FoundConfig {
+        name: Some("etcd0".into()),
+        data_dir: Some("/var/snap/etcd/current/etcd0.etcd".into()),
+        ..Default::default()
+    }));
+    o.config_text =
+        Some("name: 'etcd0'\ndata-dir: '/var/snap/etcd/current/etcd0.etcd'\nwal-dir: ''\n".into());
+    let mut legacy = canonical(Some(IDS));
+    legacy.path = PathBuf::from(LEGACY_DIR);
+    legacy.role = Role::Legacy;
+    legacy.facts.member_dir = true;
+    legacy.facts.device = Some(1);
+    o.disk.locations[0].exists = true;
+    o.disk.locations[0].facts.device = Some(1);
+    o.disk.locations.push(legacy);
+    o
+}
+
+fn migrate_then_configure(p: &Plan) -> Vec<&'static str> {
+    p.steps.iter().map(super::apply::step_key).collect()
+}
+
+#[test]
+fn snap_migrated_unit_moves_then_writes_config_then_starts_and_verifies() {
+    let mut o = snap_migrated(true);
+    o.disk.env_configs = vec![(
+        PathBuf::from("/r/var/snap/etcd/common/etcd.conf.2x"),
+        [(
+            "ETCD_INITIAL_CLUSTER_TOKEN".to_string(),
+            "Q7XK2P".to_string(),
+        )]
+        .into(),
+    )];
+    let p = plan(&o, &paths(), None);
+    assert_eq!(
+        migrate_then_configure(&p),
+        [
+            "stop",
+            "migrate-snapshot",
+            "migrate-rename",
+            "set-leader-data",
+            "publish",
+            "write-config",
+            "start",
+            "wait-member",
+            "verify-member",
+            "open-port",
+            "set-version"
+        ]
+    );
+    assert!(matches!(&p.token, Some((t, TokenSource::EnvConfig(_))) if t == "Q7XK2P"));
+    assert!(p
+        .steps
+        .contains(&Step::SetLeaderData(bag(&[("token", "Q7XK2P")]))));
+    assert!(p.steps.contains(&Step::VerifyMember(IDS)));
+    let cfg = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        cfg.contains("data-dir: \"/r/var/snap/etcd/current\""),
+        "{cfg}"
+    );
+    assert!(cfg.contains("initial-cluster-state: \"existing\""), "{cfg}");
+    assert!(cfg.contains("initial-cluster-token: \"Q7XK2P\""), "{cfg}");
+    assert!(cfg.contains("name: \"etcd0\""), "{cfg}");
+    // The member is published with its ID, as if already in place.
+    assert!(has(
+        &p,
+        |s| matches!(s, Step::Publish(b) if b.get("member-id").map(String::as_str) == Some("aa"))
+    ));
+}
+
+#[test]
+fn snap_migrated_unit_without_any_token_is_never_given_a_new_one() {
+    let p = plan(&snap_migrated(true), &paths(), None);
+    assert_eq!(p.token, None);
+    assert!(!has(
+        &p,
+        |s| matches!(s, Step::SetLeaderData(b) if b.contains_key("token"))
+    ));
+    assert!(has(&p, |s| matches!(s, Step::Migrate(_))));
+    assert!(p.steps.contains(&Step::StartEtcd));
+}
+
+#[test]
+fn a_non_leader_keeps_the_token_from_leader_get() {
+    let mut o = snap_migrated(false);
+    o.leader.legacy = bag(&[("token", "Q7XK2P")]);
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.token, Some(("Q7XK2P".into(), TokenSource::LeaderGet)));
+    assert!(p.steps.contains(&Step::StartEtcd));
+}
+
+#[test]
+fn update_status_restarts_what_the_migration_stopped() {
+    let mut o = snap_migrated(false);
+    o.event = Event::UpdateStatus;
+    let p = plan(&o, &paths(), None);
+    let keys = migrate_then_configure(&p);
+    assert!(
+        keys.starts_with(&["stop", "migrate-snapshot", "migrate-rename"]),
+        "{keys:?}"
+    );
+    assert!(p.steps.contains(&Step::StartEtcd), "{keys:?}");
+    // Not running before: update-status moves the member but only reports.
+    o.active = false;
+    let p = plan(&o, &paths(), None);
+    assert!(!p.steps.contains(&Step::StartEtcd));
+    assert!(has(&p, |s| matches!(s, Step::Migrate(_))));
+    assert_eq!(status(&p).unwrap().0, StatusKind::Blocked);
+}
+
+#[test]
+fn a_conflict_blocks_with_nothing_moved_stopped_or_written() {
+    let mut o = snap_migrated(true);
+    o.disk.locations[0] = canonical(Some(WalIds {
+        member_id: 0x1,
+        cluster_id: 0x2,
+    }));
+    let p = plan(&o, &paths(), None);
+    assert!(
+        !has(&p, |s| matches!(
+            s,
+            Step::Migrate(_) | Step::StopEtcd | Step::WriteConfig { .. } | Step::StartEtcd
+        )),
+        "{:#?}",
+        p.steps
+    );
+    let (k, m) = status(&p).unwrap();
+    assert_eq!(k, StatusKind::Blocked);
+    assert!(
+        m.contains("two different members")
+            && m.contains("etcd0.etcd")
+            && m.contains("member 1 of cluster 2"),
+        "{m}"
+    );
 }

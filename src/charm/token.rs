@@ -128,6 +128,7 @@ mod tests {
             config,
             env_configs,
             locations: vec![],
+            migration: Default::default(),
         }
     }
 
