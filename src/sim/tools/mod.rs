@@ -10,7 +10,9 @@ mod action;
 mod args;
 mod format;
 mod leader;
+mod ports;
 mod relation;
+mod state;
 mod unit;
 
 use crate::sim::error::{bail, Result, SimError};
@@ -37,16 +39,16 @@ const TOOLS: &[(&str, ToolFn)] = &[
     ("status-set", unit::status_set),
     ("status-get", unit::status_get),
     ("application-version-set", unit::application_version_set),
-    ("open-port", unit::open_port),
-    ("close-port", unit::close_port),
-    ("opened-ports", unit::opened_ports),
+    ("open-port", ports::open_port),
+    ("close-port", ports::close_port),
+    ("opened-ports", ports::opened_ports),
     ("goal-state", unit::goal_state),
     ("juju-log", unit::juju_log),
-    ("state-get", unit::state_get),
-    ("state-set", unit::state_set),
-    ("state-delete", unit::state_delete),
-    ("storage-get", unit::storage_get),
-    ("storage-list", unit::storage_list),
+    ("state-get", state::state_get),
+    ("state-set", state::state_set),
+    ("state-delete", state::state_delete),
+    ("storage-get", state::storage_get),
+    ("storage-list", state::storage_list),
     ("action-get", action::action_get),
     ("action-set", action::action_set),
     ("action-fail", action::action_fail),

@@ -1,20 +1,17 @@
 //! The unit's own tools: config-get, network-get, unit-get, status-set/get,
-//! application-version-set, ports, goal-state, juju-log, the state store
-//! and storage-get/storage-list.
-//! status-set, application-version-set and juju-log land at once; ports and
-//! state-set wait for the hook's exit status.
+//! application-version-set, goal-state, juju-log. All of them read, or land
+//! at once (status-set survives a failed hook).
 
-use super::args::{self, key_values, option, switch, usage, FORMAT, RELATION};
+use super::args::{self, option, switch, usage, FORMAT, RELATION};
 use super::format::render;
 use super::Call;
-use crate::sim::commit::overlay;
 use crate::sim::config;
 use crate::sim::error::{bail, Result};
 use crate::sim::model::{app_of, Life, Status};
 use crate::sim::store;
 use serde_json::{json, Map, Value};
 
-fn no_positional(p: &args::Parsed) -> Result<()> {
+pub(super) fn no_positional(p: &args::Parsed) -> Result<()> {
     if p.positional.is_empty() {
         Ok(())
     } else {
@@ -186,60 +183,6 @@ pub fn application_version_set(call: &mut Call, argv: &[String]) -> Result<Strin
     Ok(String::new())
 }
 
-/// `2379`, `2379/tcp`, `8000-8100/udp`, `icmp` → the canonical form.
-fn port_spec(raw: &str) -> Result<String> {
-    if raw == "icmp" {
-        return Ok(raw.into());
-    }
-    let (range, proto) = raw.split_once('/').unwrap_or((raw, "tcp"));
-    if !matches!(proto, "tcp" | "udp") {
-        return Err(usage(format!(
-            "invalid protocol {proto:?}: expected tcp or udp"
-        )));
-    }
-    let (from, to) = range.split_once('-').unwrap_or((range, range));
-    let parse = |s: &str| s.parse::<u16>().ok().filter(|p| *p > 0);
-    match (parse(from), parse(to)) {
-        (Some(a), Some(b)) if a == b => Ok(format!("{a}/{proto}")),
-        (Some(a), Some(b)) if a < b => Ok(format!("{a}-{b}/{proto}")),
-        _ => Err(usage(format!("invalid port or range {raw:?}"))),
-    }
-}
-
-fn port_call(call: &mut Call, argv: &[String], open: bool) -> Result<String> {
-    let p = args::parse(argv, &[FORMAT, option(&["endpoints"])])?;
-    let [raw] = p.positional.as_slice() else {
-        return Err(usage(
-            "usage: open-port|close-port <port>[/<protocol>] or <from>-<to>[/<protocol>] or icmp",
-        ));
-    };
-    let spec = port_spec(raw)?;
-    call.context_mut().staged.ports.push((open, spec));
-    Ok(String::new())
-}
-
-pub fn open_port(call: &mut Call, argv: &[String]) -> Result<String> {
-    port_call(call, argv, true)
-}
-
-pub fn close_port(call: &mut Call, argv: &[String]) -> Result<String> {
-    port_call(call, argv, false)
-}
-
-pub fn opened_ports(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[FORMAT, switch(&["endpoints"])])?;
-    no_positional(&p)?;
-    let mut ports = call.model.unit(&call.unit)?.ports.clone();
-    for (open, port) in &call.context().staged.ports {
-        if *open {
-            ports.insert(port.clone());
-        } else {
-            ports.remove(port);
-        }
-    }
-    render(&serde_json::to_value(ports)?, p.format())
-}
-
 pub fn goal_state(call: &mut Call, argv: &[String]) -> Result<String> {
     let p = args::parse(argv, &[FORMAT])?;
     no_positional(&p)?;
@@ -322,116 +265,4 @@ pub fn juju_log(call: &mut Call, argv: &[String]) -> Result<String> {
     });
     store::append_jsonl(&call.dir.juju_log(), &record)?;
     Ok(String::new())
-}
-
-pub fn state_get(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[FORMAT, switch(&["strict"])])?;
-    let store = overlay(
-        Some(&call.model.unit(&call.unit)?.store),
-        Some(&call.context().staged.store),
-    );
-    let v = match p.positional.as_slice() {
-        [] => serde_json::to_value(store)?,
-        [key] => match store.get(key) {
-            Some(v) => Value::String(v.clone()),
-            None if p.has("strict") => bail!("key {key:?} not found"),
-            None => Value::Null,
-        },
-        more => return Err(usage(format!("unrecognized args: {:?}", &more[1..]))),
-    };
-    render(&v, p.format())
-}
-
-pub fn state_set(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[option(&["file"])])?;
-    let mut changes = Vec::new();
-    if let Some(file) = p.get("file") {
-        let text = match file {
-            "-" => call.stdin.clone().unwrap_or_default(),
-            path => std::fs::read_to_string(path)?,
-        };
-        let map: std::collections::BTreeMap<String, String> = serde_yaml::from_str(&text)?;
-        changes.extend(map);
-    }
-    changes.extend(key_values(&p.positional)?);
-    call.context_mut().staged.store.extend(changes);
-    Ok(String::new())
-}
-
-pub fn state_delete(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[])?;
-    let [key] = p.positional.as_slice() else {
-        return Err(usage("usage: state-delete <key>"));
-    };
-    call.context_mut()
-        .staged
-        .store
-        .insert(key.clone(), String::new());
-    Ok(String::new())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports() {
-        assert_eq!(port_spec("2379").unwrap(), "2379/tcp");
-        assert_eq!(port_spec("53/udp").unwrap(), "53/udp");
-        assert_eq!(port_spec("8000-8100/tcp").unwrap(), "8000-8100/tcp");
-        assert_eq!(port_spec("icmp").unwrap(), "icmp");
-        assert!(port_spec("0").is_err());
-        assert!(port_spec("80/sctp").is_err());
-        assert!(port_spec("9-3").is_err());
-    }
-}
-
-/// The unit's storage instances: (id, name, location).
-fn storage_of(call: &Call) -> Result<Vec<(String, String, String)>> {
-    let u = call.model.unit(&call.unit)?;
-    let names = &call.model.app(call.app())?.charm.storage;
-    Ok(names
-        .iter()
-        .map(|n| {
-            let dir = crate::sim::hookenv::storage_dir(&u.dir, n);
-            (
-                crate::sim::hookenv::storage_id(n, u.machine),
-                n.clone(),
-                dir.display().to_string(),
-            )
-        })
-        .collect())
-}
-
-pub fn storage_list(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[FORMAT])?;
-    let filter = p.positional.first();
-    let ids: Vec<Value> = storage_of(call)?
-        .into_iter()
-        .filter(|(_, name, _)| filter.is_none_or(|f| f == name))
-        .map(|(id, _, _)| Value::String(id))
-        .collect();
-    render(&Value::Array(ids), p.format())
-}
-
-pub fn storage_get(call: &mut Call, argv: &[String]) -> Result<String> {
-    let p = args::parse(argv, &[FORMAT, option(&["s"])])?;
-    let id = match p.get("s").map(String::from).or_else(|| {
-        std::env::var("JUJU_STORAGE_ID")
-            .ok()
-            .filter(|s| !s.is_empty())
-    }) {
-        Some(id) => id,
-        None => return Err(usage("no storage instance specified")),
-    };
-    let Some((_, _, location)) = storage_of(call)?.into_iter().find(|(i, _, _)| *i == id) else {
-        bail!("storage {id:?} not found");
-    };
-    let all = json!({"kind": "filesystem", "location": location});
-    let v = match p.positional.as_slice() {
-        [] => all,
-        [key] => all.get(key).cloned().unwrap_or(Value::Null),
-        more => return Err(usage(format!("unrecognized args: {:?}", &more[1..]))),
-    };
-    render(&v, p.format())
 }
