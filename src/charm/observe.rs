@@ -77,6 +77,18 @@ impl Observed {
             .and_then(|l| l.member.as_ref().ok().copied().flatten())
     }
 
+    /// A departed hook for this unit itself, or the peer relation broken:
+    /// Juju is tearing this unit down.
+    pub fn is_leaving(&self) -> bool {
+        let own_departure =
+            self.is_departed_hook() && self.departing_unit.as_deref() == Some(self.unit.as_str());
+        let broken = matches!(
+            &self.event,
+            Event::Relation { endpoint, kind: RelationKind::Broken } if endpoint == PEER_ENDPOINT
+        );
+        own_departure || broken
+    }
+
     pub fn is_departed_hook(&self) -> bool {
         matches!(
             &self.event,

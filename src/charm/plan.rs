@@ -380,6 +380,13 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         plan_stop(o, &mut p);
         return p;
     }
+    if o.is_leaving() {
+        // This unit is being removed: the leader removes its member, or its
+        // own stop hook does. Never restart or rejoin on the way out.
+        p.status
+            .push((StatusKind::Maintenance, "Leaving the cluster".into()));
+        return p;
+    }
     if matches!(o.event, Event::Remove) {
         return p;
     }

@@ -686,3 +686,32 @@ fn a_conflict_blocks_with_nothing_moved_stopped_or_written() {
         "{m}"
     );
 }
+
+#[test]
+fn a_departing_unit_never_restarts_or_rejoins() {
+    let mut o = fresh(false);
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
+    o.disk.locations = vec![canonical(Some(IDS))];
+    // Its member was just removed by the leader, so etcd exited.
+    o.cluster = Some(view(
+        0xcc,
+        0xbb,
+        vec![member(0xbb, "etcd1", "10.0.0.2", false)],
+    ));
+    for kind in [RelationKind::Departed, RelationKind::Broken] {
+        o.event = Event::Relation {
+            endpoint: "cluster".into(),
+            kind,
+        };
+        o.departing_unit = (kind == RelationKind::Departed).then(|| "etcd/0".to_string());
+        let p = plan(&o, &paths(), None);
+        assert!(
+            !has(&p, |s| matches!(
+                s,
+                Step::StartEtcd | Step::MoveDataAside { .. } | Step::WriteConfig { .. }
+            )),
+            "{kind:?}: {:?}",
+            p.steps
+        );
+    }
+}
