@@ -113,7 +113,8 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         let out = applier.apply(&p.steps)?;
         found = p.status;
         found.extend(out.status);
-        if done || !found.is_empty() || pass == MAX_PASSES {
+        let blocked = found.iter().any(|(k, _)| *k == StatusKind::Blocked);
+        if done || blocked || pass == MAX_PASSES {
             let healthy = healthy_peers(&o, &service);
             return Ok(final_status(&found, healthy));
         }
