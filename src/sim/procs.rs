@@ -156,7 +156,12 @@ mod tests {
             .spawn()
             .unwrap();
         let t = Target::unit(d.path(), &root);
-        // Our child is not an ancestor, so it is found.
+        // Our child is not an ancestor, so it is found once it has exec'd
+        // (until then /proc shows our own environment).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find(&t).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(find(&t), vec![child.id() as i32]);
         std::thread::spawn(move || child.wait());
         assert_eq!(stop(&t, Duration::from_secs(5)), 1);
