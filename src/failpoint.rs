@@ -2,10 +2,18 @@
 //! process dies at once (as if killed) right after that step, so a test can
 //! prove that running the hook again converges. Unset in production.
 
-/// Kills the process when `name` is the armed failpoint.
+/// Kills the process when `name` is the armed failpoint. With
+/// `ETCD_CHARM_FAILPOINT_ONCE=<path>` it fires only while that file does not
+/// exist, and creates it first, so a retried hook gets past it.
 pub fn hit(name: &str) {
     if let Ok(armed) = std::env::var("ETCD_CHARM_FAILPOINT") {
         if armed == name {
+            if let Some(marker) = std::env::var_os("ETCD_CHARM_FAILPOINT_ONCE") {
+                if std::path::Path::new(&marker).exists() || std::fs::write(&marker, name).is_err()
+                {
+                    return;
+                }
+            }
             eprintln!("failpoint {name}: exiting as if killed");
             // SIGKILL-like: no destructors, no flush of anything pending.
             std::process::exit(137);

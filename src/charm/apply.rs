@@ -237,7 +237,10 @@ impl Applier<'_> {
                 break m.id;
             }
             match etcd::block_on(etcd::add_learner(&self.endpoints(), peer_url)) {
-                Ok(id) => break id,
+                Ok(id) => {
+                    crate::failpoint::hit("add-member:added");
+                    break id;
+                }
                 Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
                     info!("member add {name} refused, retrying: {e}");
                     std::thread::sleep(Duration::from_secs(1));

@@ -642,19 +642,6 @@ fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) 
             return;
         }
     }
-    let in_flight = view
-        .members
-        .iter()
-        .find(|m| m.is_learner || m.name.is_empty());
-    if let Some(m) = in_flight {
-        if m.is_learner && !m.name.is_empty() {
-            p.steps.push(Step::Promote {
-                name: m.name.clone(),
-                id: m.id,
-            });
-        }
-        return;
-    }
     // Joiners: every unit (this one too) whose peer URL the cluster lacks.
     let mut joiners: Vec<(String, String)> = o
         .peers
@@ -669,6 +656,43 @@ fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) 
         joiners.push((o.member_name.clone(), peer_url(o, c)));
     }
     joiners.sort_by_key(|(n, _)| unit_number(n));
+    // One membership change in flight at a time.
+    let in_flight = view
+        .members
+        .iter()
+        .find(|m| m.is_learner || m.name.is_empty());
+    if let Some(m) = in_flight {
+        if !m.name.is_empty() {
+            p.steps.push(Step::Promote {
+                name: m.name.clone(),
+                id: m.id,
+            });
+            return;
+        }
+        // Added, not yet started. If the add's answer was lost, its unit has
+        // no join record: publish it again (AddMember finds the member by
+        // peer URL instead of adding twice). A member no unit claims any
+        // more would block every later join: remove it.
+        match joiners.iter().find(|(_, url)| m.peer_urls.contains(url)) {
+            Some((name, url)) => {
+                let record = o
+                    .leader
+                    .get(&format!("{JOIN_PREFIX}{name}"))
+                    .and_then(parse_join);
+                if record.map(|r| r.0) != Some(m.id) {
+                    p.steps.push(Step::AddMember {
+                        name: name.clone(),
+                        peer_url: url.clone(),
+                    });
+                }
+            }
+            None => p.steps.push(Step::RemoveMember {
+                name: format!("unstarted member at {}", m.peer_urls.join(",")),
+                id: m.id,
+            }),
+        }
+        return;
+    }
     if let Some((name, peer_url)) = joiners
         .into_iter()
         .find(|(_, url)| view.by_peer_url(url).is_none())

@@ -715,3 +715,58 @@ fn a_departing_unit_never_restarts_or_rejoins() {
         );
     }
 }
+
+#[test]
+fn an_add_whose_answer_was_lost_is_published_not_repeated() {
+    let mut o = healthy_leader();
+    o.peers.insert(
+        "etcd/1".into(),
+        bag(&[("peer-url", "http://10.0.0.2:2380")]),
+    );
+    let v = view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "", "10.0.0.2", true),
+        ],
+    );
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+    // No join record: the add happened, its answer never reached the data.
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.contains(&Step::AddMember {
+        name: "etcd1".into(),
+        peer_url: "http://10.0.0.2:2380".into()
+    }));
+    // With the record in place, nothing more is done until it starts.
+    o.leader.app.insert(
+        "join-etcd1".into(),
+        "bb etcd0=http://10.0.0.1:2380,etcd1=http://10.0.0.2:2380".into(),
+    );
+    let p = plan(&o, &paths(), None);
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::AddMember { .. } | Step::Promote { .. } | Step::RemoveMember { .. }
+    )));
+}
+
+#[test]
+fn an_unstarted_member_no_unit_claims_is_removed() {
+    let mut o = healthy_leader();
+    let v = view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "", "10.0.0.9", true),
+        ],
+    );
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+    let p = plan(&o, &paths(), None);
+    assert!(has(&p, |s| matches!(
+        s,
+        Step::RemoveMember { id: 0xbb, .. }
+    )));
+}
