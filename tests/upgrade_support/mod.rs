@@ -30,6 +30,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "Q7XK2P";
+pub const HEARTBEAT_MS: u32 = 50;
+pub const ELECTION_MS: u32 = 500;
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -111,6 +113,12 @@ impl Upgrade {
             n.to_string(),
             "--config".into(),
             "bind_to_all_interfaces=false".into(),
+            // Short raft timings keep restarts quick (the legacy configs
+            // and hand-run etcd use the same).
+            "--config".into(),
+            format!("heartbeat_interval={HEARTBEAT_MS}"),
+            "--config".into(),
+            format!("election_timeout={ELECTION_MS}"),
             "--env".into(),
             "ETCD_CHARM_SERVICE=direct".into(),
             "--env".into(),
@@ -184,6 +192,33 @@ impl Upgrade {
             "--format=json",
         ]);
         parse_dry_runs(&text(&out.stdout))
+    }
+
+    /// Forgets what the new charm wrote to the model (leadership data, this
+    /// unit's peer databag), so its next hook plans those writes again.
+    pub fn forget_model_writes(&self, unit: &str) {
+        let ids: Vec<String> = serde_json::from_str(&self.m.ok(&[
+            "exec",
+            unit,
+            "--",
+            "relation-ids",
+            "cluster",
+            "--format=json",
+        ]))
+        .unwrap();
+        let rel = ids[0].clone();
+        let keys = ["token", "cluster-id", "cluster", "leader_address"];
+        let unset: Vec<String> = keys.iter().map(|k| format!("{k}=")).collect();
+        let mut args = vec!["exec", unit, "--", "leader-set"];
+        args.extend(unset.iter().map(String::as_str));
+        self.m.ok(&args);
+        let mut args = vec!["exec", unit, "--", "relation-set", "-r", &rel, "--app"];
+        args.extend(unset.iter().map(String::as_str));
+        self.m.ok(&args);
+        let mine = ["member-id=", "peer-url=", "client-url=", "member-name="];
+        let mut args = vec!["exec", unit, "--", "relation-set", "-r", &rel];
+        args.extend(mine);
+        self.m.ok(&args);
     }
 
     /// Runs the new charm's dispatch as hook `hook` in `unit`'s context,
@@ -279,7 +314,8 @@ impl HandEtcd {
             .args(["--initial-cluster", &cluster])
             .args(["--initial-cluster-token", token])
             .args(["--initial-cluster-state", "new"])
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(["--heartbeat-interval", &HEARTBEAT_MS.to_string()])
+            .args(["--election-timeout", &ELECTION_MS.to_string()])
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
@@ -377,8 +413,8 @@ pub fn snap_migrated_config(name: &str, data_dir: &Path, ip: &str) -> String {
          data-dir: '{}'\n\
          wal-dir: ''\n\
          snapshot-count: \n\
-         heartbeat-interval: 100\n\
-         election-timeout: 1000\n\
+         heartbeat-interval: {HEARTBEAT_MS}\n\
+         election-timeout: {ELECTION_MS}\n\
          listen-peer-urls: 'http://{ip}:2380'\n\
          listen-client-urls: 'http://{ip}:2379'\n\
          max-snapshots: 5\n\
