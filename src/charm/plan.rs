@@ -236,6 +236,26 @@ fn choose_token(
     Ok(None)
 }
 
+/// Keys held in one home of leadership data but not the other (e.g. written
+/// by leader-set before the peer relation existed): copied across, app
+/// databag first, so Juju 4 and older Juju read the same data.
+fn mirror_leader_data(o: &Observed) -> Databag {
+    let LeaderData { app, legacy } = &o.leader;
+    let mut keys: Vec<&String> = app.keys().chain(legacy.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| k.as_str() != TOKEN) // checked and written by the token logic
+        .filter_map(|k| {
+            let v = o.leader.get(k)?;
+            let app_missing =
+                o.peer_relation.is_some() && app.get(k).map(|s| s.as_str()) != Some(v);
+            let legacy_missing = o.has_leader_tools && legacy.get(k).map(|s| s.as_str()) != Some(v);
+            (app_missing || legacy_missing).then(|| (k.clone(), v.to_string()))
+        })
+        .collect()
+}
+
 /// True when anything says a cluster already exists: never bootstrap then.
 fn cluster_exists(o: &Observed) -> bool {
     o.leader.get(CLUSTER_ID).is_some()
@@ -340,17 +360,16 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         Ok(t) => t,
     };
     if o.is_leader {
+        let mut set = mirror_leader_data(o);
         if let Some((t, _)) = &token {
-            let mut set = Databag::new();
-            if o.peer_relation.is_some() && o.leader.app.get(TOKEN) != Some(t) {
+            let app_differs = o.peer_relation.is_some() && o.leader.app.get(TOKEN) != Some(t);
+            let legacy_differs = o.has_leader_tools && o.leader.legacy.get(TOKEN) != Some(t);
+            if app_differs || legacy_differs {
                 set.insert(TOKEN.into(), t.clone());
             }
-            if o.has_leader_tools && o.leader.legacy.get(TOKEN) != Some(t) {
-                set.insert(TOKEN.into(), t.clone());
-            }
-            if !set.is_empty() {
-                p.steps.push(Step::SetLeaderData(set));
-            }
+        }
+        if !set.is_empty() {
+            p.steps.push(Step::SetLeaderData(set));
         }
     }
     p.token = token.clone();

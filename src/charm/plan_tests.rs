@@ -177,7 +177,10 @@ fn existing_cluster_without_token_anywhere_is_not_given_a_new_one() {
     o.leader.app = bag(&[("cluster-id", "cc")]);
     let p = plan(&o, &paths(), None);
     assert_eq!(p.token, None);
-    assert!(!has(&p, |s| matches!(s, Step::SetLeaderData(_))));
+    assert!(!has(
+        &p,
+        |s| matches!(s, Step::SetLeaderData(d) if d.contains_key("token"))
+    ));
 }
 
 #[test]
@@ -347,7 +350,7 @@ fn healthy_leader() -> Observed {
         ("member-name", "etcd0"),
         ("peer-url", "http://10.0.0.1:2380"),
     ]);
-    o.leader.legacy = bag(&[("token", "ABC123")]);
+    o.leader.legacy = o.leader.app.clone();
     o.disk.locations = vec![canonical(Some(IDS))];
     o.active = true;
     let v = view(0xcc, 0xaa, vec![member(0xaa, "etcd0", "10.0.0.1", false)]);
@@ -769,4 +772,28 @@ fn an_unstarted_member_no_unit_claims_is_removed() {
         s,
         Step::RemoveMember { id: 0xbb, .. }
     )));
+}
+
+#[test]
+fn leadership_data_in_one_home_only_is_mirrored_to_the_other() {
+    let mut o = healthy_leader();
+    o.event = Event::UpdateStatus;
+    // Recorded by leader-set at install, before the peer relation existed.
+    o.leader.app.remove("cluster-id");
+    o.leader.app.remove("cluster");
+    let p = plan(&o, &paths(), None);
+    let set = p.steps.iter().find_map(|s| match s {
+        Step::SetLeaderData(d) => Some(d.clone()),
+        _ => None,
+    });
+    let set = set.expect("leadership data is written");
+    assert_eq!(set.get("cluster-id").map(|s| s.as_str()), Some("cc"));
+    assert_eq!(
+        set.get("cluster").map(|s| s.as_str()),
+        Some("etcd0=http://10.0.0.1:2380")
+    );
+    assert!(
+        !set.contains_key("token"),
+        "the token is already in both: {set:?}"
+    );
 }
