@@ -195,3 +195,104 @@ fn with_peers_unreachable_start_never_bootstraps_a_second_cluster() {
     assert_eq!(after, ids);
     all_keys(&m, "dark", 10);
 }
+
+#[test]
+fn an_add_whose_answer_was_lost_still_joins_once() {
+    let m = Model::new();
+    // The leader's first member add succeeds in etcd, then the hook dies
+    // before it records anything; Juju retries the hook.
+    m.deploy_with(
+        3,
+        &[
+            "--env",
+            "ETCD_CHARM_FAILPOINT=add-member:added",
+            "--env",
+            "ETCD_CHARM_FAILPOINT_ONCE={unit_root}/failpoint-fired",
+        ],
+    );
+    m.assert_all_healthy(3);
+    let fired = m
+        .units()
+        .iter()
+        .filter(|u| m.root(u).join("failpoint-fired").exists())
+        .count();
+    assert_eq!(fired, 1, "the failpoint fired on the leader once");
+    assert_eq!(
+        members(&m.endpoints()).len(),
+        3,
+        "no member was added twice"
+    );
+    put_keys(&m.endpoints(), "lost", 5);
+    all_keys(&m, "lost", 5);
+}
+
+#[test]
+fn a_removal_that_would_lose_quorum_is_refused() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    put_keys(&m.endpoints(), "q", 5);
+    // etcd/2's machine is in trouble: its etcd is dead and cannot come back
+    // while something else holds its peer port.
+    m.kill_etcd("etcd/2");
+    let addr = m.address("etcd/2");
+    let mut blocker = None;
+    wait_until(
+        "etcd/2's peer port to be free",
+        Duration::from_secs(10),
+        || {
+            blocker = std::net::TcpListener::bind((addr.as_str(), 2380)).ok();
+            blocker.is_some()
+        },
+    );
+    let _ = m.run(&["remove-unit", "etcd/1"]);
+    let log = m.ok(&["log", "--juju-log"]);
+    assert!(
+        log.lines().any(|l| l.contains("etcd/0")
+            && l.contains("would leave 1 of 2")
+            && l.contains("no quorum")),
+        "the leader refused the removal:\n{}",
+        tail(&log, 30)
+    );
+    // etcd1 is still a member, so etcd/2's return restores quorum.
+    let names: Vec<String> = members(&m.endpoint("etcd/0"))
+        .into_iter()
+        .map(|x| x.1)
+        .collect();
+    assert!(names.contains(&"etcd1".to_string()), "{names:?}");
+    // etcd/2's hooks fail while its etcd cannot start; once the port is
+    // free, retrying them brings it back.
+    drop(blocker);
+    if m.unit("etcd/2")["juju-status"]["current"] == "error" {
+        m.ok(&["resolve", "etcd/2"]);
+    }
+    m.ok(&["reboot", "etcd/2"]);
+    wait_until("quorum to return", Duration::from_secs(30), || {
+        etcdctl(&m.endpoint("etcd/0"), &["get", "q/0"])
+            .status
+            .success()
+    });
+    assert_keys(&m.endpoint("etcd/2"), "q", 5);
+}
+
+#[test]
+fn under_juju_4_leadership_data_lives_in_the_peer_app_databag() {
+    let m = Model::new();
+    m.deploy_with(3, &["--juju-version", "4.0.0"]);
+    m.assert_all_healthy(3);
+    let token = m.token();
+    assert_eq!(token.len(), 16);
+    let old = m.leader();
+    m.ok(&["remove-unit", &old]);
+    m.assert_all_healthy(2);
+    assert_eq!(m.token(), token);
+}
+
+#[test]
+fn under_juju_3_leadership_data_is_written_to_both_places() {
+    let m = Model::new();
+    m.deploy(1);
+    m.assert_all_healthy(1);
+    assert_eq!(m.leader_get()["token"], m.leader_data()["token"]);
+    assert_eq!(m.leader_get()["cluster-id"], m.leader_data()["cluster-id"]);
+}

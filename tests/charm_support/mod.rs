@@ -73,18 +73,26 @@ impl Model {
     }
 
     pub fn deploy(&self, n: u32) {
-        self.ok(&[
+        self.deploy_with(n, &[]);
+    }
+
+    /// Deploys with extra `jujusim deploy` arguments (more --env, --juju-version).
+    pub fn deploy_with(&self, n: u32, extra: &[&str]) {
+        let n = n.to_string();
+        let mut args = vec![
             "deploy",
             self.charm.to_str().unwrap(),
             "-n",
-            &n.to_string(),
+            &n,
             "--config",
             "bind_to_all_interfaces=false",
             "--env",
             "ETCD_CHARM_SERVICE=direct",
             "--env",
             "ETCD_CHARM_ROOT={unit_root}",
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        self.ok(&args);
     }
 
     pub fn status(&self) -> Value {
@@ -179,8 +187,28 @@ impl Model {
         self.root(unit).join("var/snap/etcd/current")
     }
 
-    /// Leadership data as the leader reads it.
+    /// Leadership data as the leader reads it: the peer app databag (which
+    /// is where it lives under Juju 4 too).
     pub fn leader_data(&self) -> Value {
+        let l = self.leader();
+        let rel = "cluster:0";
+        serde_json::from_str(&self.ok(&[
+            "exec",
+            &l,
+            "--",
+            "relation-get",
+            "--format=json",
+            "-r",
+            rel,
+            "--app",
+            "-",
+            "etcd",
+        ]))
+        .unwrap()
+    }
+
+    /// `leader-get` as the leader reads it (Juju < 4).
+    pub fn leader_get(&self) -> Value {
         let l = self.leader();
         serde_json::from_str(&self.ok(&["exec", &l, "--", "leader-get", "--format=json"])).unwrap()
     }
