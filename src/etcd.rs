@@ -206,6 +206,26 @@ pub async fn move_leader(leader_endpoint: &str, target: u64) -> Result<()> {
     .map(|_| ())
 }
 
+/// Streams a snapshot of the keyspace from the one member at `endpoint`
+/// into `dest` (written beside as `.part`, fsynced, renamed). Returns bytes.
+pub async fn snapshot_to(endpoint: &str, dest: &std::path::Path) -> Result<u64> {
+    use std::io::Write;
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let mut stream = bounded(endpoint, "snapshot", c.snapshot()).await?;
+    let part = dest.with_extension("part");
+    let io_err = |op: &'static str, p: &std::path::Path| crate::error::io(op, p.to_path_buf());
+    let mut f = std::fs::File::create(&part).map_err(io_err("creating", &part))?;
+    let mut total = 0u64;
+    // Each message is bounded; a stalled stream fails the call.
+    while let Some(msg) = bounded(endpoint, "snapshot stream", stream.message()).await? {
+        f.write_all(msg.blob()).map_err(io_err("writing", &part))?;
+        total += msg.blob().len() as u64;
+    }
+    f.sync_all().map_err(io_err("syncing", &part))?;
+    std::fs::rename(&part, dest).map_err(io_err("renaming", dest))?;
+    Ok(total)
+}
+
 /// Runs an async etcd call from synchronous hook code.
 pub fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::runtime::Builder::new_current_thread()

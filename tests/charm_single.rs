@@ -31,6 +31,26 @@ fn one_unit_reaches_active_and_update_status_sees_etcd_stopped() {
     put_keys(&ep, "single", 10);
     assert_eq!(members(&ep).len(), 1);
 
+    // Actions: a snapshot of the keyspace into a dated file, and health.
+    let out = m.ok(&["run-action", "etcd/0", "snapshot", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let path = v["results"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"));
+    let size: u64 = v["results"]["size"].as_str().unwrap().parse().unwrap();
+    assert_eq!(std::fs::metadata(path).unwrap().len(), size);
+    assert!(size > 4096, "a bbolt file of real size: {size}");
+    let st = etcdctl(&ep, &["snapshot", "status", path, "-w", "json"]);
+    assert!(
+        st.status.success(),
+        "etcdctl reads the snapshot: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let out = m.ok(&["run-action", "etcd/0", "health", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"]["healthy"], "true", "{out}");
+    assert_eq!(v["results"]["members"]["etcd0"]["healthy"], "true", "{out}");
+
     // Healthy: update-status keeps it active.
     m.ok(&["update-status", "etcd/0"]);
     m.assert_all_healthy(1);

@@ -1,6 +1,7 @@
 //! The reconcile loop every hook runs: observe → plan → apply, repeated
 //! while a pass made progress (bounded), then one status by priority.
 
+pub mod actions;
 pub mod apply;
 pub mod config;
 pub mod dryrun;
@@ -54,7 +55,14 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Event::Action(name) = &ctx.event {
-        let _ = tools.action_fail(&format!("action {name} is not implemented yet"));
+        let result = actions::run(name, &tools, &Paths::from_env())
+            .and_then(|out| tools.action_set(&out).map_err(Into::into));
+        if let Err(e) = result {
+            error!("action {name} failed: {e}");
+            if tools.action_fail(&e.to_string()).is_err() {
+                return ExitCode::FAILURE;
+            }
+        }
         return ExitCode::SUCCESS;
     }
     match reconcile(ctx, &tools) {
