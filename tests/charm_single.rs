@@ -51,6 +51,14 @@ fn one_unit_reaches_active_and_update_status_sees_etcd_stopped() {
     assert_eq!(v["results"]["healthy"], "true", "{out}");
     assert_eq!(v["results"]["members"]["etcd0"]["healthy"], "true", "{out}");
 
+    // A client application related to `db` gets the connection string.
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charms/etcd-client");
+    m.ok(&["deploy", client.to_str().unwrap()]);
+    m.ok(&["integrate", "etcd:db", "etcd-client:etcd"]);
+    let cs = m.dir.join("units/etcd-client-0/root/connection_string");
+    let cs = std::fs::read_to_string(&cs).unwrap_or_else(|e| panic!("{}: {e}", cs.display()));
+    assert_eq!(cs.trim(), ep);
+
     // Healthy: update-status keeps it active.
     m.ok(&["update-status", "etcd/0"]);
     m.assert_all_healthy(1);

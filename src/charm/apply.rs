@@ -82,6 +82,7 @@ impl Applier<'_> {
             }
             Step::WriteDropIn(text) => write_atomic(&self.paths.systemd_dropin(), text)?,
             Step::SetLeaderData(d) => self.set_leader_data(d)?,
+            Step::PublishClient { relation, data } => self.tools.relation_set(relation, data)?,
             Step::Publish(d) => {
                 if let Some(rel) = self.relation() {
                     self.tools.relation_set(rel, d)?;
@@ -375,6 +376,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::WriteDropIn(_) => "write-dropin",
         Step::SetLeaderData(_) => "set-leader-data",
         Step::Publish(_) => "publish",
+        Step::PublishClient { .. } => "publish-client",
         Step::WriteConfig { .. } => "write-config",
         Step::StartEtcd => "start",
         Step::RestartEtcd => "restart",

@@ -108,7 +108,10 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             || p.steps.iter().all(|s| {
                 matches!(
                     s,
-                    plan::Step::OpenPort(_) | plan::Step::SetVersion(_) | plan::Step::Publish(_)
+                    plan::Step::OpenPort(_)
+                        | plan::Step::SetVersion(_)
+                        | plan::Step::Publish(_)
+                        | plan::Step::PublishClient { .. }
                 )
             });
         info!("pass {pass}: {} step(s)", p.steps.len());

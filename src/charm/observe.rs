@@ -48,6 +48,8 @@ pub struct Observed {
     pub leader: LeaderData,
     /// `cluster:N` once the peer relation exists.
     pub peer_relation: Option<String>,
+    /// Client relations on `db`, each with this unit's databag in it.
+    pub clients: Vec<(String, Databag)>,
     pub own_bag: Databag,
     /// Remote peer units and their databags.
     pub peers: BTreeMap<String, Databag>,
@@ -232,6 +234,24 @@ pub fn observe_with(
             peers.insert(unit, bag);
         }
     }
+    let mut clients = Vec::new();
+    let client_rels = tolerate(
+        mode,
+        u,
+        "the client relations (relation-ids db)",
+        || tools.relation_ids(CLIENT_ENDPOINT),
+        Vec::new,
+    )?;
+    for rel in client_rels {
+        let bag = tolerate(
+            mode,
+            u,
+            &format!("this unit's databag in {rel} (relation-get)"),
+            || tools.relation_get(&rel, &ctx.unit_name),
+            Databag::new,
+        )?;
+        clients.push((rel, bag));
+    }
     if has_leader_tools {
         leader.legacy = tolerate(
             mode,
@@ -299,6 +319,7 @@ pub fn observe_with(
         config,
         leader,
         peer_relation,
+        clients,
         own_bag,
         peers,
         address,

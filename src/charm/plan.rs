@@ -44,6 +44,11 @@ pub enum Step {
     SetLeaderData(Databag),
     /// This unit's peer databag.
     Publish(Databag),
+    /// This unit's databag in a client (`db`) relation.
+    PublishClient {
+        relation: String,
+        data: Databag,
+    },
     WriteConfig {
         text: String,
         why: String,
@@ -94,6 +99,9 @@ impl std::fmt::Display for Step {
             Step::Publish(d) => {
                 let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
                 write!(f, "publish {} in this unit's peer databag", keys.join(", "))
+            }
+            Step::PublishClient { relation, .. } => {
+                write!(f, "publish the connection string on {relation}")
             }
             Step::WriteConfig { why, .. } => write!(f, "write etcd.conf.yml ({why})"),
             Step::StartEtcd => write!(f, "start etcd"),
@@ -431,6 +439,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             plan_leader(o, &c, view, &mut p);
         }
     }
+    plan_clients(o, &c, &mut p);
     if o.active || p.steps.contains(&Step::StartEtcd) {
         p.steps.push(Step::OpenPort(c.port));
         if let Some(v) = &o.etcd_version {
@@ -717,6 +726,39 @@ fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) 
         .find(|(_, url)| view.by_peer_url(url).is_none())
     {
         p.steps.push(Step::AddMember { name, peer_url });
+    }
+}
+
+/// Client applications on `db` (the etcd interface: `connection_string`,
+/// `version`) get every member's client URL from every unit.
+fn plan_clients(o: &Observed, c: &CharmConfig, p: &mut Plan) {
+    let mut urls: Vec<String> = o
+        .peers
+        .values()
+        .filter(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
+        .filter_map(|b| b.get("client-url").cloned())
+        .collect();
+    if o.local_ids().is_some() {
+        urls.push(client_url(o, c));
+    }
+    urls.sort();
+    let mut want = Databag::new();
+    want.insert("connection_string".into(), urls.join(","));
+    if let Some(v) = &o.etcd_version {
+        want.insert("version".into(), v.clone());
+    }
+    for (rel, have) in &o.clients {
+        let changed: Databag = want
+            .iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !changed.is_empty() && !urls.is_empty() {
+            p.steps.push(Step::PublishClient {
+                relation: rel.clone(),
+                data: changed,
+            });
+        }
     }
 }
 

@@ -46,6 +46,7 @@ fn fresh(leader: bool) -> Observed {
         config: Ok(CharmConfig::default()),
         leader: LeaderData::default(),
         peer_relation: Some("cluster:0".into()),
+        clients: vec![],
         own_bag: Databag::new(),
         peers: Default::default(),
         address: "10.0.0.1".into(),
@@ -796,4 +797,30 @@ fn leadership_data_in_one_home_only_is_mirrored_to_the_other() {
         !set.contains_key("token"),
         "the token is already in both: {set:?}"
     );
+}
+
+#[test]
+fn client_relations_get_every_started_members_client_url() {
+    let mut o = healthy_leader();
+    o.peers.insert(
+        "etcd/1".into(),
+        bag(&[("client-url", "http://10.0.0.2:2379"), ("member-id", "bb")]),
+    );
+    // Not a member yet: not offered to clients.
+    o.peers.insert(
+        "etcd/2".into(),
+        bag(&[("client-url", "http://10.0.0.3:2379")]),
+    );
+    o.clients = vec![("db:7".into(), Databag::new())];
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.contains(&Step::PublishClient {
+        relation: "db:7".into(),
+        data: bag(&[
+            (
+                "connection_string",
+                "http://10.0.0.1:2379,http://10.0.0.2:2379"
+            ),
+            ("version", "3.4.23"),
+        ]),
+    }));
 }
