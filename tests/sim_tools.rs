@@ -354,3 +354,58 @@ fn misc_tools() {
         "not running an action",
     );
 }
+
+/// The forms the Python `ops` library (3.x, `ops/hookcmds`) passes: Go-style
+/// booleans on switches (`--application=False`, status-get's lower-case
+/// `--application=false`), `-r <endpoint>:<id>` after `--format=json`, and
+/// `--` before a status message or log line.
+#[test]
+fn ops_library_forms() {
+    let sim = Sim::new();
+    sim.deploy(2);
+    sim.exec_ok(
+        "simtest/1",
+        "status-set --application=False active -- 'unit says'",
+    );
+    fails_with(
+        &sim.exec("simtest/1", "status-set --application=True active -- hi"),
+        "not the leader",
+    );
+    sim.exec_ok(
+        "simtest/0",
+        "status-set --application=True blocked -- 'app says'",
+    );
+    let st = sim.status();
+    let app = &st["applications"]["simtest"];
+    assert_eq!(
+        app["units"]["simtest/1"]["workload-status"]["current"],
+        "active"
+    );
+    assert_eq!(
+        app["units"]["simtest/1"]["workload-status"]["message"],
+        "unit says"
+    );
+    assert_eq!(app["application-status"]["current"], "blocked");
+    assert_eq!(app["application-status"]["message"], "app says");
+    let unit: Value = serde_json::from_str(&sim.exec_ok(
+        "simtest/1",
+        "status-get --include-data --format=json --application=false",
+    ))
+    .unwrap();
+    assert_eq!(unit["status"], "active");
+    fails_with(
+        &sim.exec("simtest/1", "status-set --application=maybe active"),
+        "invalid boolean value",
+    );
+    assert_eq!(
+        sim.exec_ok("simtest/1", "relation-list --format=json -r cluster:0"),
+        "[\"simtest/0\"]\n"
+    );
+    sim.exec_ok(
+        "simtest/1",
+        "juju-log --log-level DEBUG -- '-starts with a dash'",
+    );
+    assert!(sim
+        .ok(&["log", "--juju-log"])
+        .contains("DEBUG -starts with a dash"));
+}

@@ -79,7 +79,20 @@ pub fn parse(args: &[String], flags: &[Flag]) -> Result<Parsed> {
                 .cloned()
                 .ok_or_else(|| usage(format!("flag needs an argument: {arg}")))?,
             (false, None) => String::new(),
-            (false, Some(_)) => return Err(usage(format!("flag takes no value: {arg}"))),
+            // Juju's tools are Go programs: a switch takes `--flag=<bool>`
+            // (ops passes `status-set --application=False`); false unsets it.
+            (false, Some(v)) => match parse_bool(&v) {
+                Some(true) => String::new(),
+                Some(false) => {
+                    out.values.remove(flag.names[0]);
+                    continue;
+                }
+                None => {
+                    return Err(usage(format!(
+                        "invalid boolean value {v:?} for -{name}: parse error"
+                    )))
+                }
+            },
         };
         out.values.insert(flag.names[0], value);
     }
@@ -91,6 +104,15 @@ pub fn parse(args: &[String], flags: &[Flag]) -> Result<Parsed> {
         }
     }
     Ok(out)
+}
+
+/// A boolean as Go's strconv.ParseBool reads it.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// `k=v` arguments, in order; `k=` keeps the empty value (it deletes).
@@ -128,6 +150,36 @@ mod tests {
         assert_eq!(p.positional, s(&["--x"]));
         assert_eq!(parse(&s(&["--bogus"]), &flags).unwrap_err().code, 2);
         assert!(parse(&s(&["--format=xml"]), &flags).is_err());
+    }
+
+    #[test]
+    fn switches_take_go_booleans() {
+        let flags = [switch(&["application"])];
+        for on in [
+            "--application",
+            "--application=True",
+            "--application=true",
+            "-application=1",
+        ] {
+            assert!(
+                parse(&s(&[on, "active"]), &flags)
+                    .unwrap()
+                    .has("application"),
+                "{on}"
+            );
+        }
+        for off in [
+            "--application=False",
+            "--application=false",
+            "--application=0",
+        ] {
+            let p = parse(&s(&[off, "active", "--", "msg"]), &flags).unwrap();
+            assert!(!p.has("application"), "{off}");
+            assert_eq!(p.positional, s(&["active", "msg"]));
+        }
+        let e = parse(&s(&["--application=yes"]), &flags).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("invalid boolean value"), "{}", e.message);
     }
 
     #[test]
