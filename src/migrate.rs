@@ -806,11 +806,11 @@ fn copy_member(from: &Path, wal_dir: Option<&Path>, to: &Path, report: Report<'_
     let mut opts = CopyOptions::new();
     opts.buffer_size = 1 << 20;
     let started = Instant::now();
-    let mut last = Instant::now() - Duration::from_secs(10);
+    let mut last: Option<Instant> = None;
     let mut done_before = 0u64;
     let mut progress = |copied: u64, report: &mut dyn FnMut(&str)| {
-        if last.elapsed() >= Duration::from_secs(1) {
-            last = Instant::now();
+        if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            last = Some(Instant::now());
             let pct = (copied.min(total) * 100).checked_div(total).unwrap_or(100);
             report(&format!(
                 "Migrating the etcd member: copying {pct}% ({} of {} MiB)",
