@@ -264,6 +264,29 @@ fn mirror_leader_data(o: &Observed) -> Databag {
         .collect()
 }
 
+/// The Python charm served etcd over TLS. This charm does not (yet), and
+/// rewriting a TLS member's config with plain URLs would cut it off from its
+/// peers and clients: refuse, before anything is touched.
+fn tls_in_use(o: &Observed) -> Option<String> {
+    let found = o.disk.found_config()?;
+    let keys = [
+        "initial-advertise-peer-urls",
+        "advertise-client-urls",
+        "listen-peer-urls",
+        "listen-client-urls",
+    ];
+    let tls: Vec<&str> = keys
+        .into_iter()
+        .filter(|k| found.raw.get(*k).is_some_and(|v| v.contains("https://")))
+        .collect();
+    (!tls.is_empty()).then(|| {
+        format!(
+            "etcd.conf.yml serves TLS ({} use https); this charm does not manage certificates yet, so it will not rewrite the config: keep the previous charm until TLS support lands",
+            tls.join(", ")
+        )
+    })
+}
+
 /// True when anything says a cluster already exists: never bootstrap then.
 fn cluster_exists(o: &Observed) -> bool {
     o.leader.get(CLUSTER_ID).is_some()
@@ -340,6 +363,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
                 paths.unhost(paths.config_file()).display()
             ));
         }
+    }
+    if let Some(msg) = tls_in_use(o) {
+        return p.block(msg);
     }
     // Rule 2: a member outside the canonical data dir is moved into it
     // before anything else; the rest is planned as if it were there already.

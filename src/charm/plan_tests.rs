@@ -824,3 +824,29 @@ fn client_relations_get_every_started_members_client_url() {
         ]),
     }));
 }
+
+#[test]
+fn a_tls_member_is_not_rewritten_with_plain_urls() {
+    let mut o = healthy_leader();
+    let mut found = FoundConfig::default();
+    found.raw.insert(
+        "initial-advertise-peer-urls".into(),
+        "https://10.0.0.1:2380".into(),
+    );
+    found.raw.insert(
+        "advertise-client-urls".into(),
+        "https://10.0.0.1:2379".into(),
+    );
+    o.disk.config = Some(Ok(found));
+    let p = plan(&o, &paths(), None);
+    let (k, m) = status(&p).unwrap();
+    assert_eq!(k, StatusKind::Blocked);
+    assert!(
+        m.contains("initial-advertise-peer-urls, advertise-client-urls use https"),
+        "{m}"
+    );
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StopEtcd | Step::Migrate(_)
+    )));
+}
