@@ -62,6 +62,23 @@ impl ClusterView {
     pub fn voters(&self) -> usize {
         self.members.iter().filter(|m| !m.is_learner).count()
     }
+
+    /// `name=peerURL,…` of the started members (voters only, or learners
+    /// too): leadership data's `cluster` and a joiner's `initial-cluster`.
+    pub fn cluster_string(&self, with_learners: bool) -> String {
+        self.members
+            .iter()
+            .filter(|m| !m.name.is_empty() && (with_learners || !m.is_learner))
+            .map(|m| {
+                format!(
+                    "{}={}",
+                    m.name,
+                    m.peer_urls.first().map_or("", |u| u.as_str())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 fn etcd_err(endpoint: &str, op: &str, e: impl std::fmt::Display) -> Error {

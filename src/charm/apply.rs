@@ -207,21 +207,9 @@ impl Applier<'_> {
 
     fn record_cluster(&self) -> Result<()> {
         let v = self.view()?;
-        let voters: Vec<String> = v
-            .members
-            .iter()
-            .filter(|m| !m.is_learner && !m.name.is_empty())
-            .map(|m| {
-                format!(
-                    "{}={}",
-                    m.name,
-                    m.peer_urls.first().cloned().unwrap_or_default()
-                )
-            })
-            .collect();
         let mut d = Databag::new();
         d.insert(plan::CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
-        d.insert(plan::CLUSTER.into(), voters.join(","));
+        d.insert(plan::CLUSTER.into(), v.cluster_string(false));
         if let Ok(c) = &self.observed.config {
             d.insert("leader_address".into(), plan::client_url(self.observed, c));
         }
@@ -250,23 +238,15 @@ impl Applier<'_> {
             }
         };
         let v = self.view()?;
-        let mut initial: Vec<String> = v
-            .members
-            .iter()
-            .filter(|m| !m.name.is_empty())
-            .map(|m| {
-                format!(
-                    "{}={}",
-                    m.name,
-                    m.peer_urls.first().cloned().unwrap_or_default()
-                )
-            })
-            .collect();
-        initial.push(format!("{name}={peer_url}"));
+        let mut initial = v.cluster_string(true);
+        if !initial.is_empty() {
+            initial.push(',');
+        }
+        initial.push_str(&format!("{name}={peer_url}"));
         let mut d = Databag::new();
         d.insert(
             format!("{}{name}", plan::JOIN_PREFIX),
-            plan::format_join(id, &initial.join(",")),
+            plan::format_join(id, &initial),
         );
         self.set_leader_data(&d)
     }

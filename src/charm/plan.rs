@@ -658,19 +658,7 @@ fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) 
         }
         None => p.steps.push(Step::RecordCluster),
         Some(_) => {
-            let voters: Vec<String> = view
-                .members
-                .iter()
-                .filter(|m| !m.is_learner && !m.name.is_empty())
-                .map(|m| {
-                    format!(
-                        "{}={}",
-                        m.name,
-                        m.peer_urls.first().cloned().unwrap_or_default()
-                    )
-                })
-                .collect();
-            if o.leader.get(CLUSTER) != Some(voters.join(",").as_str()) {
+            if o.leader.get(CLUSTER) != Some(view.cluster_string(false).as_str()) {
                 p.steps.push(Step::RecordCluster);
             }
         }
