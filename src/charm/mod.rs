@@ -85,17 +85,12 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
     let paths = Paths::from_env();
     let mut found = Vec::new();
     for pass in 1..=MAX_PASSES {
-        let channel = tools
-            .config_get()
-            .ok()
-            .and_then(|m| {
-                m.get("channel")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(|| "3.4/stable".into());
-        let service = Service::from_env(paths.clone(), &channel);
-        let o = observe::observe(ctx, tools, &paths, &service)?;
+        // Reading the service's state does not depend on the snap channel;
+        // installing does, so apply gets a service built from the config.
+        let probe = Service::from_env(paths.clone(), "auto");
+        let o = observe::observe(ctx, tools, &paths, &probe)?;
+        let channel = o.config.as_ref().map_or("auto", |c| c.channel.as_str());
+        let service = Service::from_env(paths.clone(), channel);
         let dropin = match service.backend {
             Backend::Snap { .. } => Some(crate::render::render_dropin(&crate::render::DropIn {
                 charm_binary: ctx.charm_dir.join("bin/etcd-charm"),
@@ -126,7 +121,12 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         found.extend(out.status);
         let blocked = found.iter().any(|(k, _)| *k == StatusKind::Blocked);
         if done || blocked || pass == MAX_PASSES {
-            let healthy = healthy_peers(&o, &service);
+            // Nothing touched etcd this pass: what observe saw still holds.
+            let healthy = if done {
+                o.local.as_ref().and_then(voter_peers)
+            } else {
+                healthy_peers(&o, &service)
+            };
             return Ok(final_status(&found, healthy));
         }
     }
@@ -140,10 +140,12 @@ fn healthy_peers(o: &observe::Observed, service: &Service) -> Option<usize> {
     }
     let c = o.config.as_ref().ok()?;
     let v = crate::etcd::block_on(crate::etcd::view_from(&plan::client_url(o, c))).ok()?;
-    if v.status.is_learner || v.status.leader == 0 {
-        return None;
-    }
-    Some(v.members.len())
+    voter_peers(&v)
+}
+
+/// Members in the list, if the member that answered is a voter with a leader.
+fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
+    (!v.status.is_learner && v.status.leader != 0).then_some(v.members.len())
 }
 
 #[cfg(test)]
