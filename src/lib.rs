@@ -15,6 +15,12 @@
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
 //! - `sim`       — jujusim, a generic local Juju model (no etcd knowledge inside).
 //! - `cli`       — what a person gets when running the binary outside a hook.
+//! - `error`     — the typed error every layer returns, with the file, member or tool.
+//! - `failpoint` — crash points for the crash-safety tests (inert unless armed).
+//!
+//! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
+//! steps and status), `apply` (the only code that changes anything), `token`,
+//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
 
 pub mod charm;
 pub mod cli;
