@@ -5,6 +5,7 @@ pub mod actions;
 pub mod apply;
 pub mod config;
 pub mod dryrun;
+pub mod leader;
 pub mod logging;
 pub mod observe;
 pub mod plan;

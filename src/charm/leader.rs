@@ -1,0 +1,139 @@
+//! The leader's part of the plan: record the cluster, remove the departed,
+//! add one joiner at a time, promote learners that have started. One
+//! membership change in flight at a time, decided from the live member list.
+
+use super::config::CharmConfig;
+use super::observe::Observed;
+use super::plan::{parse_join, peer_url, Plan, Step, CLUSTER, CLUSTER_ID, JOIN_PREFIX};
+use crate::etcd::ClusterView;
+use crate::hooktools::StatusKind;
+
+/// Leader only: record, remove the departed, add one joiner, promote.
+pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: &mut Plan) {
+    if view.status.leader == 0 {
+        p.wait("Waiting for the cluster to elect a raft leader");
+        return;
+    }
+    let recorded = o.leader.get(CLUSTER_ID);
+    let live = format!("{:x}", view.cluster_id());
+    match recorded {
+        Some(r) if r != live => {
+            p.status.push((
+                StatusKind::Blocked,
+                format!("the reachable cluster {live} is not the recorded cluster {r}; check which members belong"),
+            ));
+            return;
+        }
+        None => p.steps.push(Step::RecordCluster),
+        Some(_) => {
+            if o.leader.get(CLUSTER) != Some(view.cluster_string(false).as_str()) {
+                p.steps.push(Step::RecordCluster);
+            }
+        }
+    }
+    // Scale-down: the departing unit's member goes, one at a time.
+    if let Some(dep) = o
+        .departing_unit
+        .as_ref()
+        .filter(|d| **d != o.unit && o.is_departed_hook())
+    {
+        let name = dep.replace('/', "");
+        let by_record = o
+            .leader
+            .get(&format!("{JOIN_PREFIX}{name}"))
+            .and_then(parse_join)
+            .map(|(id, _)| id);
+        if let Some(m) = view
+            .members
+            .iter()
+            .find(|m| m.name == name || Some(m.id) == by_record)
+        {
+            p.steps.push(Step::RemoveMember { name, id: m.id });
+            return;
+        }
+    }
+    // Joiners: every unit (this one too) whose peer URL the cluster lacks.
+    let mut joiners: Vec<(String, String)> = o
+        .peers
+        .iter()
+        .filter(|(u, _)| Some(*u) != o.departing_unit.as_ref())
+        .filter_map(|(u, b)| {
+            b.get("peer-url")
+                .map(|url| (u.replace('/', ""), url.clone()))
+        })
+        .collect();
+    if o.local_ids().is_none() {
+        joiners.push((o.member_name.clone(), peer_url(o, c)));
+    }
+    joiners.sort_by_key(|(n, _)| unit_number(n));
+    // One membership change in flight at a time.
+    let in_flight = view
+        .members
+        .iter()
+        .find(|m| m.is_learner || m.name.is_empty());
+    if let Some(m) = in_flight {
+        if !m.name.is_empty() {
+            p.steps.push(Step::Promote {
+                name: m.name.clone(),
+                id: m.id,
+            });
+            return;
+        }
+        // Added, not yet started. If the add's answer was lost, its unit has
+        // no join record: publish it again (AddMember finds the member by
+        // peer URL instead of adding twice). A member no unit claims any
+        // more would block every later join: remove it.
+        match joiners.iter().find(|(_, url)| m.peer_urls.contains(url)) {
+            Some((name, url)) => {
+                let record = o
+                    .leader
+                    .get(&format!("{JOIN_PREFIX}{name}"))
+                    .and_then(parse_join);
+                if record.map(|r| r.0) != Some(m.id) {
+                    p.steps.push(Step::AddMember {
+                        name: name.clone(),
+                        peer_url: url.clone(),
+                    });
+                }
+            }
+            None => p.steps.push(Step::RemoveMember {
+                name: format!("unstarted member at {}", m.peer_urls.join(",")),
+                id: m.id,
+            }),
+        }
+        return;
+    }
+    if let Some((name, peer_url)) = joiners
+        .into_iter()
+        .find(|(_, url)| view.by_peer_url(url).is_none())
+    {
+        p.steps.push(Step::AddMember { name, peer_url });
+    }
+}
+
+fn unit_number(member_name: &str) -> u64 {
+    let digits: String = member_name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().unwrap_or(u64::MAX)
+}
+
+/// The unit is going away: leave the cluster while it still can, then stop.
+pub(super) fn plan_stop(o: &Observed, p: &mut Plan) {
+    if let (Some(ids), Some(view)) = (o.local_ids(), o.cluster.as_ref()) {
+        if view.by_id(ids.member_id).is_some() && view.members.len() > 1 {
+            p.steps.push(Step::RemoveMember {
+                name: o.member_name.clone(),
+                id: ids.member_id,
+            });
+        }
+    }
+    if o.active {
+        p.steps.push(Step::StopEtcd);
+    }
+}
