@@ -160,7 +160,7 @@ fn the_dry_run_on_each_layout() {
     let paths = up.paths(u);
     let logs = tempfile::tempdir().unwrap();
     let ip = up.m.address(u);
-    let mut other = HandEtcd::start(
+    let mut other = hand_etcd(
         "etcd0",
         &ip,
         &up.legacy_dir(u),

@@ -206,7 +206,7 @@ fn a_unit_with_two_different_members_blocks_with_nothing_moved() {
     let paths = up.paths(u);
     let logs = tempfile::tempdir().unwrap();
     let ip = up.m.address(u);
-    let mut fresh = HandEtcd::start(
+    let mut fresh = hand_etcd(
         "etcd0",
         &ip,
         &paths.data_dir(),

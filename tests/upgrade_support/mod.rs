@@ -13,27 +13,26 @@
 //!
 //! Addresses are jujusim's (one per unit, from `status`); the template
 //! members made outside a model use 127.79.0.0/16. Every etcd a test starts
-//! by hand is killed on drop; the model's are stopped by [`Upgrade`]'s drop.
+//! by hand ([`hand_etcd`], from tests/etcd_support) is killed on drop; the
+//! model's are stopped by [`Upgrade`]'s drop.
 #![allow(dead_code)]
 
 #[path = "../charm_support/mod.rs"]
 mod charm_support;
 pub use charm_support::*;
+#[path = "../etcd_support/mod.rs"]
+mod etcd_support;
+pub use etcd_support::*;
 
 use etcd_charm::paths::Paths;
 use etcd_charm::wal::WalIds;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 pub const TOKEN: &str = "Q7XK2P";
 pub const HEARTBEAT_MS: u32 = 50;
 pub const ELECTION_MS: u32 = 500;
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -270,136 +269,31 @@ fn json_of(body: &str) -> Value {
 
 // ------------------------------------------------------------- real etcd
 
-/// An etcd process started by hand; killed on drop.
-pub struct HandEtcd {
-    pub name: String,
-    pub ip: String,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl HandEtcd {
-    /// A member of a new cluster: `peers` are (name, ip) of all members.
-    pub fn start(
-        name: &str,
-        ip: &str,
-        data_dir: &Path,
-        log_dir: &Path,
-        peers: &[(String, String)],
-        token: &str,
-    ) -> HandEtcd {
-        let log = log_dir.join(format!("{name}-{ip}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let cluster = peers
-            .iter()
-            .map(|(n, a)| format!("{n}=http://{a}:2380"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cmd = Command::new("etcd");
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("ETCD") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.args(["--name", name])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen-client-urls", &format!("http://{ip}:2379")])
-            .args(["--advertise-client-urls", &format!("http://{ip}:2379")])
-            .args(["--listen-peer-urls", &format!("http://{ip}:2380")])
-            .args([
-                "--initial-advertise-peer-urls",
-                &format!("http://{ip}:2380"),
-            ])
-            .args(["--initial-cluster", &cluster])
-            .args(["--initial-cluster-token", token])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--heartbeat-interval", &HEARTBEAT_MS.to_string()])
-            .args(["--election-timeout", &ELECTION_MS.to_string()])
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out);
-        let child = cmd.spawn().expect("spawn etcd (apt install etcd-server)");
-        HandEtcd {
-            name: name.into(),
-            ip: ip.into(),
-            child: Some(child),
-            log,
-        }
-    }
-
-    pub fn endpoint(&self) -> String {
-        format!("http://{}:2379", self.ip)
-    }
-
-    pub fn wait_healthy(&mut self) {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!(
-                    "etcd {} exited with {st}; log:\n{}",
-                    self.name,
-                    tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), 15)
-                );
-            }
-            if etcdctl(&self.endpoint(), &["endpoint", "health"])
-                .status
-                .success()
-            {
-                return;
-            }
-            assert!(
-                start.elapsed() < START_TIMEOUT,
-                "etcd {} not healthy within {START_TIMEOUT:?}; log:\n{}",
-                self.name,
-                tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), 15)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// SIGTERM, a bounded wait, then SIGKILL.
-    pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for HandEtcd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// (member, cluster) IDs as the member at `endpoint` reports them.
-pub fn live_ids(endpoint: &str) -> WalIds {
-    let out = etcdctl(endpoint, &["endpoint", "status", "-w", "json"]);
-    assert!(
-        out.status.success(),
-        "endpoint status: {}",
-        text(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let h = &v[0]["Status"]["header"];
-    WalIds {
-        member_id: h["member_id"].as_u64().unwrap(),
-        cluster_id: h["cluster_id"].as_u64().unwrap(),
-    }
+/// An etcd member started by hand with this suite's raft timings, logging
+/// to `<log_dir>/<name>-<ip>.log`: one of a new cluster of `peers` (name, ip).
+pub fn hand_etcd(
+    name: &str,
+    ip: &str,
+    data_dir: &Path,
+    log_dir: &Path,
+    peers: &[(String, String)],
+    token: &str,
+) -> Etcd {
+    Spec::new(
+        name,
+        ip,
+        data_dir,
+        &log_dir.join(format!("{name}-{ip}.log")),
+    )
+    .peers(peers)
+    .token(token)
+    .args(&[
+        "--heartbeat-interval",
+        &HEARTBEAT_MS.to_string(),
+        "--election-timeout",
+        &ELECTION_MS.to_string(),
+    ])
+    .start()
 }
 
 /// What the snap left: etcd.conf.yml rewritten from the 2.x env file, with
@@ -480,20 +374,20 @@ pub fn bootstrap_legacy(up: &Upgrade, keys: usize, token_in_2x: bool) -> Legacy 
         .map(|u| (Upgrade::member_name(u), up.m.address(u)))
         .collect();
     let logs = tempfile::tempdir().unwrap();
-    let mut procs: Vec<HandEtcd> = up
+    let mut procs: Vec<Etcd> = up
         .units
         .iter()
         .zip(&peers)
         .map(|(u, (name, ip))| {
             let dir = up.legacy_dir(u);
             std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-            HandEtcd::start(name, ip, &dir, logs.path(), &peers, TOKEN)
+            hand_etcd(name, ip, &dir, logs.path(), &peers, TOKEN)
         })
         .collect();
     for p in &mut procs {
         p.wait_healthy();
     }
-    let eps: Vec<String> = procs.iter().map(HandEtcd::endpoint).collect();
+    let eps: Vec<String> = procs.iter().map(Etcd::endpoint).collect();
     put_keys(&eps.join(","), "legacy", keys);
     let ids: Vec<(String, WalIds)> = up
         .units
@@ -502,21 +396,8 @@ pub fn bootstrap_legacy(up: &Upgrade, keys: usize, token_in_2x: bool) -> Legacy 
         .map(|(u, p)| (u.clone(), live_ids(&p.endpoint())))
         .collect();
     let cluster_id = ids[0].1.cluster_id;
-    // Followers first: stopping the raft leader first costs an election.
-    let leader = {
-        let out = etcdctl(&eps[0], &["endpoint", "status", "-w", "json"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v[0]["Status"]["leader"].as_u64().unwrap_or(0)
-    };
-    procs.sort_by_key(|p| live_ids(&p.endpoint()).member_id == leader);
-    for p in &mut procs {
-        p.stop();
-    }
-    let cluster = peers
-        .iter()
-        .map(|(n, a)| format!("{n}=http://{a}:2380"))
-        .collect::<Vec<_>>()
-        .join(",");
+    stop_leader_last(&mut procs);
+    let cluster = initial_cluster(&peers);
     for (u, (name, ip)) in up.units.iter().zip(&peers) {
         let paths = up.paths(u);
         std::fs::create_dir_all(paths.common_dir()).unwrap();
