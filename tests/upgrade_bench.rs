@@ -14,6 +14,9 @@
 //! (root), so both copies read from disk; the output says whether they were.
 //! Addresses: 127.79.200.1 (this file's alone).
 
+mod etcd_support;
+use etcd_support::Spec;
+
 use etcd_charm::layout;
 use etcd_charm::migrate::{self, Migration};
 use etcd_charm::paths::Paths;
@@ -45,49 +48,12 @@ fn mib(b: u64) -> f64 {
 /// A real member with `values` values of 1 MiB each, etcd stopped after.
 fn make_member(data_dir: &Path, values: usize) {
     std::fs::create_dir_all(data_dir.parent().unwrap()).unwrap();
-    let log = std::fs::File::create(data_dir.parent().unwrap().join("bench-etcd.log")).unwrap();
-    let etcd = Command::new("etcd")
-        .args(["--name", "etcd0"])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen-client-urls", &format!("http://{IP}:2379")])
-        .args(["--advertise-client-urls", &format!("http://{IP}:2379")])
-        .args(["--listen-peer-urls", &format!("http://{IP}:2380")])
-        .args([
-            "--initial-advertise-peer-urls",
-            &format!("http://{IP}:2380"),
-        ])
-        .args(["--initial-cluster", &format!("etcd0=http://{IP}:2380")])
-        .args(["--quota-backend-bytes", &(8u64 << 30).to_string()])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("etcd");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = self.0.wait();
-        }
-    }
-    let guard = Kill(etcd);
-    let ep = format!("http://{IP}:2379");
-    let start = Instant::now();
-    while !Command::new("etcdctl")
-        .args(["--endpoints", &ep, "endpoint", "health"])
-        .env("ETCDCTL_API", "3")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "etcd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let log = data_dir.parent().unwrap().join("bench-etcd.log");
+    let mut etcd = Spec::new("etcd0", IP, data_dir, &log)
+        .args(&["--quota-backend-bytes", &(8u64 << 30).to_string()])
+        .start();
+    etcd.wait_healthy();
+    let ep = etcd.endpoint();
     // 8 writers: etcd batches their fsyncs.
     let value: Vec<u8> = (0..(1 << 20)).map(|i| (i * 7 % 251) as u8).collect();
     std::thread::scope(|s| {
@@ -108,7 +74,7 @@ fn make_member(data_dir: &Path, values: usize) {
             });
         }
     });
-    drop(guard);
+    etcd.stop();
 }
 
 /// Runs the whole migration the planner gives, timing each step.
