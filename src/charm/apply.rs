@@ -35,7 +35,18 @@ impl Applier<'_> {
     pub fn apply(&self, steps: &[Step]) -> Result<Outcome> {
         let mut out = Outcome::default();
         for step in steps {
-            info!("step: {step}");
+            // Routine steps stay out of juju-log: each line is a call to the agent.
+            if matches!(
+                step,
+                Step::OpenPort(_)
+                    | Step::SetVersion(_)
+                    | Step::Publish(_)
+                    | Step::PublishClient { .. }
+            ) {
+                tracing::debug!("step: {step}");
+            } else {
+                info!("step: {step}");
+            }
             if let Some(status) = self.step(step)? {
                 warn!("step {step} stopped: {}", status.1);
                 out.status.push(status);
@@ -225,7 +236,7 @@ impl Applier<'_> {
             if let Some(m) = v.by_peer_url(peer_url) {
                 break m.id;
             }
-            match etcd::block_on(etcd::add_learner(&self.endpoints(), peer_url)) {
+            match etcd::block_on(etcd::add_learner(&voter_endpoints(&v), peer_url)) {
                 Ok(id) => {
                     crate::failpoint::hit("add-member:added");
                     break id;
@@ -256,7 +267,13 @@ impl Applier<'_> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(300);
         loop {
-            match etcd::block_on(etcd::promote(&self.endpoints(), id)) {
+            // Only voters serve membership changes: a learner answers
+            // "rpc not supported for learner", an unstarted peer not at all.
+            let eps = match self.view() {
+                Ok(v) => voter_endpoints(&v),
+                Err(_) => self.endpoints(),
+            };
+            match etcd::block_on(etcd::promote(&eps, id)) {
                 Ok(()) => {
                     info!("promoted {name} ({id:x})");
                     return Ok(());
@@ -338,6 +355,15 @@ impl Applier<'_> {
         }
         Ok(None)
     }
+}
+
+/// Client URLs of the started voters, where membership changes are served.
+fn voter_endpoints(v: &ClusterView) -> Vec<String> {
+    v.members
+        .iter()
+        .filter(|m| !m.is_learner && !m.name.is_empty())
+        .filter_map(|m| m.client_urls.first().cloned())
+        .collect()
 }
 
 fn last_line(s: &str) -> String {

@@ -17,7 +17,7 @@ use crate::hooktools::{HookTools, StatusKind};
 use crate::paths::Paths;
 use crate::service::{Backend, Service};
 use std::process::ExitCode;
-use tracing::{error, info};
+use tracing::{debug, error};
 
 /// A pass that changed something is followed by another, so a leader can
 /// add itself, start, and promote in one hook; bounded.
@@ -51,7 +51,7 @@ pub fn final_status(
 pub fn run_hook(ctx: &HookContext) -> ExitCode {
     let tools = HookTools::new();
     logging::init(&tools);
-    info!("hook {} on {}", ctx.event.name(), ctx.unit_name);
+    debug!("hook {} on {}", ctx.event.name(), ctx.unit_name);
     if matches!(ctx.event, Event::Other(_) | Event::Storage { .. }) {
         return ExitCode::SUCCESS;
     }
@@ -110,7 +110,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                         | plan::Step::PublishClient { .. }
                 )
             });
-        info!("pass {pass}: {} step(s)", p.steps.len());
+        debug!("pass {pass}: {} step(s)", p.steps.len());
         let applier = apply::Applier {
             tools,
             paths: &paths,

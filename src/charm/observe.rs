@@ -216,23 +216,6 @@ pub fn observe_with(
             || tools.relation_get(rel, &ctx.unit_name),
             Databag::new,
         )?;
-        let units = tolerate(
-            mode,
-            u,
-            "the peer units (relation-list)",
-            || tools.relation_list(rel),
-            Vec::new,
-        )?;
-        for unit in units {
-            let bag = tolerate(
-                mode,
-                u,
-                &format!("{unit}'s peer databag (relation-get)"),
-                || tools.relation_get(rel, &unit),
-                Databag::new,
-            )?;
-            peers.insert(unit, bag);
-        }
     }
     let mut clients = Vec::new();
     let client_rels = tolerate(
@@ -251,15 +234,6 @@ pub fn observe_with(
             Databag::new,
         )?;
         clients.push((rel, bag));
-    }
-    if has_leader_tools {
-        leader.legacy = tolerate(
-            mode,
-            u,
-            "leadership data (leader-get)",
-            || tools.leader_get(),
-            Databag::new,
-        )?;
     }
     let member_name = ctx.member_name();
     let disk = layout::observe(paths, &member_name);
@@ -285,7 +259,6 @@ pub fn observe_with(
     )?;
     let config_text = std::fs::read_to_string(paths.config_file()).ok();
     let dropin_text = std::fs::read_to_string(paths.systemd_dropin()).ok();
-    let etcd_version = service.version();
     let active = service.is_active().unwrap_or(false);
 
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
@@ -294,6 +267,49 @@ pub fn observe_with(
         etcd::block_on(etcd::view_from(&own_endpoint)).ok()
     } else {
         None
+    };
+    // Every hook-tool call is a round trip to the Juju agent. A non-leader
+    // whose own member is a healthy voter needs neither its peers' databags
+    // nor leader-get (the app databag has what it needs): skip them then.
+    let settled_voter = !is_leader
+        && mode == Mode::Hook
+        && local
+            .as_ref()
+            .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
+    if let (Some(rel), false) = (&peer_relation, settled_voter && clients.is_empty()) {
+        let units = tolerate(
+            mode,
+            u,
+            "the peer units (relation-list)",
+            || tools.relation_list(rel),
+            Vec::new,
+        )?;
+        for unit in units {
+            let bag = tolerate(
+                mode,
+                u,
+                &format!("{unit}'s peer databag (relation-get)"),
+                || tools.relation_get(rel, &unit),
+                Databag::new,
+            )?;
+            peers.insert(unit, bag);
+        }
+    }
+    let app_complete = leader.app.contains_key(super::plan::TOKEN)
+        && leader.app.contains_key(super::plan::CLUSTER_ID);
+    if has_leader_tools && !(settled_voter && app_complete) {
+        leader.legacy = tolerate(
+            mode,
+            u,
+            "leadership data (leader-get)",
+            || tools.leader_get(),
+            Databag::new,
+        )?;
+    }
+    // A running member says its version; asking the binary costs an exec.
+    let etcd_version = match &local {
+        Some(v) if !v.status.version.is_empty() => Some(v.status.version.clone()),
+        _ => service.version(),
     };
     let cluster = match &local {
         Some(v) if !v.status.is_learner => Some(v.clone()),

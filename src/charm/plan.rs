@@ -466,16 +466,16 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     }
     plan_clients(o, &c, &mut p);
-    if o.active || p.steps.contains(&Step::StartEtcd) {
+    // Ports and the version change only with these events or a (re)start;
+    // each is a call to the Juju agent, so update-status does neither.
+    let settling = matches!(
+        o.event,
+        Event::Start | Event::UpgradeCharm | Event::ConfigChanged | Event::Install
+    ) || p.steps.contains(&Step::StartEtcd);
+    if (o.active || p.steps.contains(&Step::StartEtcd)) && settling {
         p.steps.push(Step::OpenPort(c.port));
         if let Some(v) = &o.etcd_version {
-            if matches!(
-                o.event,
-                Event::Start | Event::UpgradeCharm | Event::ConfigChanged | Event::Install
-            ) || p.steps.contains(&Step::StartEtcd)
-            {
-                p.steps.push(Step::SetVersion(v.clone()));
-            }
+            p.steps.push(Step::SetVersion(v.clone()));
         }
     }
     p

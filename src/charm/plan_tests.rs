@@ -361,7 +361,7 @@ fn healthy_leader() -> Observed {
 }
 
 #[test]
-fn a_healthy_leader_with_nothing_to_do_plans_nothing_but_the_port() {
+fn a_healthy_leader_with_nothing_to_do_plans_nothing() {
     let mut o = healthy_leader();
     o.event = Event::UpdateStatus;
     o.config_text = Some(crate::render::render_etcd_config(&desired_config(
@@ -373,8 +373,14 @@ fn a_healthy_leader_with_nothing_to_do_plans_nothing_but_the_port() {
         vec![("etcd0".into(), "http://10.0.0.1:2380".into())],
     )));
     let p = plan(&o, &paths(), None);
-    assert_eq!(p.steps, vec![Step::OpenPort(2379)]);
+    assert_eq!(p.steps, vec![]);
     assert!(p.status.is_empty());
+    o.event = Event::ConfigChanged;
+    let p = plan(&o, &paths(), None);
+    assert_eq!(
+        p.steps,
+        vec![Step::OpenPort(2379), Step::SetVersion("3.4.23".into())]
+    );
 }
 
 #[test]
