@@ -512,9 +512,10 @@ def bench_deploy(runs, results):
         add_longest = max(add_hooks, key=lambda e: e["duration_ms"])
         jlog = m.jsonl("juju-log.jsonl")
         add_units = {e["unit"] for e in add_hooks} - {e["unit"] for e in hooks}
+        ends = {e["context"]: parse_time(e["time"]) for e in hooks + add_hooks}
         row = {
-            "membership": membership_waits(jlog, deploy_ctx),
-            "add_membership": membership_waits(jlog, {j["context"] for j in jlog} - deploy_ctx),
+            "membership": membership_waits(jlog, deploy_ctx, ends),
+            "add_membership": membership_waits(jlog, {j["context"] for j in jlog} - deploy_ctx, ends),
             "add_hook_ms_sum": sum(e["duration_ms"] for e in add_hooks),
             "add_new_unit_hooks": [(e["hook"], e["duration_ms"]) for e in add_hooks if e["unit"] in add_units],
             "deploy_s": deploy_s, "add_unit_s": add_s,
@@ -535,9 +536,10 @@ def bench_deploy(runs, results):
     results["deploy_tool_calls"] = per_hook_calls
 
 
-def membership_waits(jlog, contexts):
-    """Time etcd-charm spent in promote and member-add retry loops, and why
-    each failed attempt failed (from its juju-log lines)."""
+def membership_waits(jlog, contexts, hook_ends):
+    """Time etcd-charm spent in promote and member-add retry loops (from the
+    step's log line to the next step, or the hook's end), and why each
+    failed attempt failed (from its juju-log lines)."""
     out = {"promote_s": 0.0, "add_s": 0.0, "failures": {}}
     started = {}
     for j in jlog:
@@ -560,6 +562,9 @@ def membership_waits(jlog, contexts):
                       else (detail.group(1) if detail else msg[-80:]))
             key = f"{kind}: {reason}"
             out["failures"][key] = out["failures"].get(key, 0) + 1
+    for (ctx, kind), t in started.items():
+        if ctx in hook_ends:
+            out[f"{kind}_s"] += hook_ends[ctx] - t
     return out
 
 
@@ -1028,7 +1033,7 @@ METHOD = (
     "peak RSS as the process's VmHWM read at exit: the charm binary or the Python "
     "interpreter alone, never the hook tools, etcdctl or etcd, which are separate processes "
     "(etcd under the direct backend included). jujusim's own `duration_ms` polls the hook "
-    "in steps of up to 20 ms, too coarse for a 40 ms hook; it is kept in the raw data. "
+    "in steps of up to 20 ms, too coarse for hooks of a few tens of ms; it is kept in the raw data. "
     "config-changed is fired with nothing to change by flipping `snapshot_count` between "
     "`auto` and `\"\"`, which both charms read as the same value. Both charms run in one "
     "jujusim model, so their hook tools see the same model file. The ops charm's dispatch "
@@ -1087,8 +1092,8 @@ def notes_section(results):
         why = "; ".join(f"{k} ×{v}" for k, v in sorted(fails.items(), key=lambda kv: -kv[1]))
         out.append(f"- `deploy -n 3`: {hooks:.0f} hooks, one at a time (jujusim runs one hook at a time; "
                    f"Juju runs units side by side), summing {hook_s:.1f} s of {med([r['deploy_s'] for r in d]):.1f} s. "
-                   f"Of that, {promote:.1f} s is the leader's promote retry loop and {add:.1f} s adding learners "
-                   f"(median per run); failed attempts over {len(d)} run(s): {why or 'none'}.")
+                   f"Of that, {promote:.1f} s is the leader's promote retry loop and {add:.1f} s its member-add "
+                   f"retry loop (median per run); failed attempts over {len(d)} run(s): {why or 'none'}.")
         new_unit = [sum(ms_ for _, ms_ in r["add_new_unit_hooks"]) / 1000 for r in d]
         n_new = med([len(r["add_new_unit_hooks"]) for r in d])
         out.append(f"- `add-unit`: {med([r['add_hooks'] for r in d]):.0f} hooks summing "
