@@ -1171,8 +1171,8 @@ def main():
     raw = WORK / f"raw-{today}.json"
     raw.write_text(json.dumps(results, indent=1, default=str))
     out = Path(args.out) / f"results-{today}.md"
-    out.write_text(f"# etcd-charm benchmarks, {today}\n\n`bench/run {' '.join(sys.argv[1:])}`".rstrip()
-                   + f" ({results['minutes']:.1f} min)\n\n" + text)
+    command = " ".join(["bench/run"] + sys.argv[1:])
+    out.write_text(f"# etcd-charm benchmarks, {today}\n\n`{command}` ({results['minutes']:.1f} min)\n\n" + text)
     print(text)
     log(f"written {out} (raw data: {raw})")
 
