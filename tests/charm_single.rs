@@ -55,6 +55,13 @@ fn one_unit_reaches_active_and_update_status_sees_etcd_stopped() {
     let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charms/etcd-client");
     m.ok(&["deploy", client.to_str().unwrap()]);
     m.ok(&["integrate", "etcd:db", "etcd-client:etcd"]);
+    let client_addr =
+        m.status()["applications"]["etcd-client"]["units"]["etcd-client/0"]["address"].clone();
+    assert_ne!(
+        client_addr.as_str(),
+        Some(m.address("etcd/0").as_str()),
+        "every machine has its own address"
+    );
     let cs = m.dir.join("units/etcd-client-0/root/connection_string");
     let cs = std::fs::read_to_string(&cs).unwrap_or_else(|e| panic!("{}: {e}", cs.display()));
     assert_eq!(cs.trim(), ep);

@@ -22,7 +22,7 @@ pub fn address_prefix(model_root: &Path) -> String {
     format!("{x}.{y}")
 }
 
-/// 127.X.Y.N with N = unit number + 1.
+/// 127.X.Y.N with N = machine number + 1.
 pub fn unit_address(prefix: &str, number: u32) -> Option<String> {
     (number < 254).then(|| format!("127.{prefix}.{}", number + 1))
 }

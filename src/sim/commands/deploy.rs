@@ -135,8 +135,10 @@ pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec
         a.next_unit += 1;
         let charm = a.charm_dir.clone();
         let name = format!("{app}/{number}");
-        let Some(address) = identity::unit_address(&m.address_prefix, number) else {
-            bail!("{name}: a model has room for 254 units per application");
+        // One address per machine, so units of different applications
+        // never share one.
+        let Some(address) = identity::unit_address(&m.address_prefix, m.next_machine) else {
+            bail!("{name}: a model has room for 254 machines");
         };
         let unit_dir = dir.units_dir().join(format!("{app}-{number}"));
         if unit_dir.exists() {
