@@ -199,6 +199,19 @@ pub async fn promote(endpoints: &[String], id: u64) -> Result<()> {
     .map(|_| ())
 }
 
+/// `member update`: replaces a member's peer URLs.
+pub async fn update_peer_url(endpoints: &[String], id: u64, peer_url: &str) -> Result<()> {
+    let label = endpoints.join(",");
+    let mut c = connect(endpoints).await?;
+    bounded(
+        &label,
+        &format!("member update {id:x} {peer_url}"),
+        c.member_update(id, vec![peer_url.to_string()]),
+    )
+    .await
+    .map(|_| ())
+}
+
 pub async fn remove(endpoints: &[String], id: u64) -> Result<()> {
     let label = endpoints.join(",");
     let mut c = connect(endpoints).await?;

@@ -107,6 +107,10 @@ impl Applier<'_> {
             Step::RecordCluster => self.record_cluster()?,
             Step::AddMember { name, peer_url } => self.add_member(name, peer_url)?,
             Step::Promote { name, id } => self.promote(name, *id)?,
+            Step::UpdatePeerUrl { id, peer_url } => {
+                let eps = voter_endpoints(&self.view()?);
+                etcd::block_on(etcd::update_peer_url(&eps, *id, peer_url))?;
+            }
             Step::RemoveMember { name, id } => return self.remove_member(name, *id),
             Step::MoveDataAside { data_dir, reason } => {
                 let to = move_aside(data_dir, reason)?;
@@ -391,6 +395,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::RecordCluster => "record-cluster",
         Step::AddMember { .. } => "add-member",
         Step::Promote { .. } => "promote",
+        Step::UpdatePeerUrl { .. } => "update-peer-url",
         Step::RemoveMember { .. } => "remove-member",
         Step::MoveDataAside { .. } => "move-aside",
         Step::OpenPort(_) => "open-port",

@@ -53,6 +53,11 @@ pub enum Step {
         text: String,
         why: String,
     },
+    /// `member update`: the unit's peer address changed.
+    UpdatePeerUrl {
+        id: u64,
+        peer_url: String,
+    },
     StartEtcd,
     RestartEtcd,
     StopEtcd,
@@ -115,6 +120,9 @@ impl std::fmt::Display for Step {
                 write!(f, "add {name} ({peer_url}) as a learner")
             }
             Step::Promote { name, id } => write!(f, "promote learner {name} ({id:x})"),
+            Step::UpdatePeerUrl { id, peer_url } => {
+                write!(f, "update member {id:x}'s peer URL to {peer_url}")
+            }
             Step::RemoveMember { name, id } => write!(f, "remove member {name} ({id:x})"),
             Step::MoveDataAside { data_dir, reason } => {
                 write!(f, "move {}/member aside ({reason})", data_dir.display())
@@ -517,6 +525,17 @@ fn plan_with_wal(
             });
             p.wait("Waiting for the leader to add this member");
             return;
+        }
+        // The unit's address changed (Juju runs config-changed for that):
+        // the cluster must learn the new peer URL before we advertise it.
+        let want = peer_url(o, c);
+        if let Some(m) = view.by_id(ids.member_id) {
+            if same_cluster && !m.peer_urls.contains(&want) {
+                p.steps.push(Step::UpdatePeerUrl {
+                    id: ids.member_id,
+                    peer_url: want,
+                });
+            }
         }
     }
     let existing = o.disk.config.as_ref().and_then(|r| r.as_ref().ok());

@@ -856,3 +856,28 @@ fn a_tls_member_is_not_rewritten_with_plain_urls() {
         Step::WriteConfig { .. } | Step::StopEtcd | Step::Migrate(_)
     )));
 }
+
+#[test]
+fn a_changed_address_updates_the_members_peer_url_before_the_config() {
+    let mut o = healthy_leader();
+    o.address = "10.0.0.7".into();
+    o.client_address = "10.0.0.7".into();
+    let p = plan(&o, &paths(), None);
+    let upd = p
+        .steps
+        .iter()
+        .position(|s| {
+            *s == Step::UpdatePeerUrl {
+                id: 0xaa,
+                peer_url: "http://10.0.0.7:2380".into(),
+            }
+        })
+        .expect("member update planned");
+    let write = p
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::WriteConfig { .. }))
+        .expect("config rewritten");
+    assert!(upd < write, "{:?}", p.steps);
+    assert!(p.steps.contains(&Step::RestartEtcd));
+}
