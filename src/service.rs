@@ -225,6 +225,15 @@ impl Service {
         }
     }
 
+    /// The drop-in this charm binary would write (snap backend only), so the
+    /// plan and `ensure_dropin` never disagree about its text.
+    pub fn desired_dropin(&self) -> Result<Option<String>> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::desired_dropin(&self.paths).map(Some),
+            Backend::Direct { .. } => Ok(None),
+        }
+    }
+
     /// Snap: removes the drop-in (for the `remove` hook: once the charm is
     /// gone its ExecStartPre would point at nothing). Direct: nothing.
     pub fn remove_dropin(&self) -> Result<()> {

@@ -91,7 +91,10 @@ impl Applier<'_> {
                     }
                 }
             }
-            Step::WriteDropIn(text) => write_atomic(&self.paths.systemd_dropin(), text)?,
+            Step::WriteDropIn => {
+                self.service.ensure_dropin()?;
+            }
+            Step::RemoveDropIn => self.service.remove_dropin()?,
             Step::SetLeaderData(d) => self.set_leader_data(d)?,
             Step::PublishClient { relation, data } => self.tools.relation_set(relation, data)?,
             Step::Publish(d) => {
@@ -383,7 +386,8 @@ fn last_line(s: &str) -> String {
 pub fn step_key(s: &Step) -> &'static str {
     match s {
         Step::InstallEtcd => "install",
-        Step::WriteDropIn(_) => "write-dropin",
+        Step::WriteDropIn => "write-dropin",
+        Step::RemoveDropIn => "remove-dropin",
         Step::SetLeaderData(_) => "set-leader-data",
         Step::Publish(_) => "publish",
         Step::PublishClient { .. } => "publish-client",

@@ -17,7 +17,7 @@ use crate::hooktools::{HookTools, StatusKind};
 use crate::layout::Role;
 use crate::migrate::{self, Migration};
 use crate::paths::Paths;
-use crate::service::{Backend, Service};
+use crate::service::Service;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -192,13 +192,9 @@ fn build(paths: &Paths, explicit_unit: Option<&str>) -> Result<Report, String> {
         Mode::DryRun { tools: hook_tools },
     )
     .map_err(|e| format!("observing this unit: {e}"))?;
-    let dropin = match service.backend {
-        Backend::Snap { .. } => Some(crate::render::render_dropin(&crate::render::DropIn {
-            charm_binary: ctx.charm_dir.join("bin/etcd-charm"),
-            root: paths.root().to_path_buf(),
-        })),
-        Backend::Direct { .. } => None,
-    };
+    let dropin = service
+        .desired_dropin()
+        .map_err(|e| format!("rendering the systemd drop-in: {e}"))?;
     let plan = plan::plan(&o, paths, dropin);
     let migration = migrate::plan_migration(&o.disk, paths, &o.member_name);
     let new_config = plan.steps.iter().rev().find_map(|s| match s {

@@ -15,7 +15,7 @@ use crate::context::{Event, HookContext};
 use crate::error::Result;
 use crate::hooktools::{HookTools, StatusKind};
 use crate::paths::Paths;
-use crate::service::{Backend, Service};
+use crate::service::Service;
 use std::process::ExitCode;
 use tracing::{debug, error};
 
@@ -92,13 +92,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         let o = observe::observe(ctx, tools, &paths, &probe)?;
         let channel = o.config.as_ref().map_or("auto", |c| c.channel.as_str());
         let service = Service::from_env(paths.clone(), channel);
-        let dropin = match service.backend {
-            Backend::Snap { .. } => Some(crate::render::render_dropin(&crate::render::DropIn {
-                charm_binary: ctx.charm_dir.join("bin/etcd-charm"),
-                root: paths.root().to_path_buf(),
-            })),
-            Backend::Direct { .. } => None,
-        };
+        let dropin = service.desired_dropin()?;
         let p = plan::plan(&o, &paths, dropin);
         let done = p.steps.is_empty()
             || p.steps.iter().all(|s| {

@@ -39,7 +39,11 @@ pub const JOIN_PREFIX: &str = "join-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     InstallEtcd,
-    WriteDropIn(String),
+    /// Writes the drop-in and reloads systemd (snap backend).
+    WriteDropIn,
+    /// The remove hook: once the charm is gone its ExecStartPre would
+    /// point at nothing.
+    RemoveDropIn,
     /// Leadership data, written to the peer app databag and (Juju < 4) leader-set.
     SetLeaderData(Databag),
     /// This unit's peer databag.
@@ -96,7 +100,8 @@ impl std::fmt::Display for Step {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Step::InstallEtcd => write!(f, "install etcd"),
-            Step::WriteDropIn(_) => write!(f, "write the systemd drop-in"),
+            Step::WriteDropIn => write!(f, "write the systemd drop-in"),
+            Step::RemoveDropIn => write!(f, "remove the systemd drop-in"),
             Step::SetLeaderData(d) => {
                 let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
                 write!(f, "set leadership data {}", keys.join(", "))
@@ -347,6 +352,12 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = Plan::default();
+    if matches!(o.event, Event::Remove) {
+        if dropin.is_some() && o.dropin_text.is_some() {
+            p.steps.push(Step::RemoveDropIn);
+        }
+        return p;
+    }
     let c = match &o.config {
         Ok(c) => c.clone(),
         Err(e) => return p.block(e.clone()),
@@ -356,7 +367,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     }
     if let Some(d) = dropin {
         if o.dropin_text.as_deref() != Some(d.as_str()) {
-            p.steps.push(Step::WriteDropIn(d));
+            p.steps.push(Step::WriteDropIn);
         }
     }
     if let Some(Err(e)) = &o.disk.config {
@@ -446,9 +457,6 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         // own stop hook does. Never restart or rejoin on the way out.
         p.status
             .push((StatusKind::Maintenance, "Leaving the cluster".into()));
-        return p;
-    }
-    if matches!(o.event, Event::Remove) {
         return p;
     }
 

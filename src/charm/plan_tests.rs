@@ -881,3 +881,18 @@ fn a_changed_address_updates_the_members_peer_url_before_the_config() {
     assert!(upd < write, "{:?}", p.steps);
     assert!(p.steps.contains(&Step::RestartEtcd));
 }
+
+#[test]
+fn the_drop_in_is_written_when_it_differs_and_removed_with_the_unit() {
+    let mut o = healthy_leader();
+    let want = Some("[Service]\nRestart=on-failure\n".to_string());
+    let p = plan(&o, &paths(), want.clone());
+    assert!(p.steps.contains(&Step::WriteDropIn));
+    o.dropin_text = want.clone();
+    let p = plan(&o, &paths(), want.clone());
+    assert!(!p.steps.contains(&Step::WriteDropIn));
+    o.event = Event::Remove;
+    assert_eq!(plan(&o, &paths(), want).steps, vec![Step::RemoveDropIn]);
+    // The direct backend has no drop-in.
+    assert!(plan(&o, &paths(), None).steps.is_empty());
+}

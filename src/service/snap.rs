@@ -148,8 +148,12 @@ fn dropin(paths: &Paths) -> Result<DropIn> {
     Ok(d)
 }
 
+pub(super) fn desired_dropin(paths: &Paths) -> Result<String> {
+    Ok(render_dropin(&dropin(paths)?))
+}
+
 pub(super) fn ensure_dropin(paths: &Paths) -> Result<bool> {
-    let text = render_dropin(&dropin(paths)?);
+    let text = desired_dropin(paths)?;
     let path = paths.systemd_dropin();
     if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
         return Ok(false);
