@@ -101,6 +101,13 @@ fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
     }
 }
 
+/// The leader's own member (0xaa, the raft leader) answers with these.
+fn sees(o: &mut Observed, members: Vec<Member>) {
+    let v = view(0xcc, 0xaa, members);
+    o.local = Some(v.clone());
+    o.cluster = Some(v);
+}
+
 fn has(p: &Plan, f: impl Fn(&Step) -> bool) -> bool {
     p.steps.iter().any(f)
 }
@@ -354,9 +361,7 @@ fn healthy_leader() -> Observed {
     o.leader.legacy = o.leader.app.clone();
     o.disk.locations = vec![canonical(Some(IDS))];
     o.active = true;
-    let v = view(0xcc, 0xaa, vec![member(0xaa, "etcd0", "10.0.0.1", false)]);
-    o.local = Some(v.clone());
-    o.cluster = Some(v);
+    sees(&mut o, vec![member(0xaa, "etcd0", "10.0.0.1", false)]);
     o
 }
 
@@ -412,16 +417,13 @@ fn leader_promotes_a_started_learner_and_adds_nobody_meanwhile() {
         "etcd/2".into(),
         bag(&[("peer-url", "http://10.0.0.3:2380")]),
     );
-    let v = view(
-        0xcc,
-        0xaa,
+    sees(
+        &mut o,
         vec![
             member(0xaa, "etcd0", "10.0.0.1", false),
             member(0xbb, "etcd1", "10.0.0.2", true),
         ],
     );
-    o.local = Some(v.clone());
-    o.cluster = Some(v);
     let p = plan(&o, &paths(), None);
     assert!(p.steps.contains(&Step::Promote {
         name: "etcd1".into(),
@@ -438,16 +440,13 @@ fn leader_removes_the_departing_units_member() {
         kind: RelationKind::Departed,
     };
     o.departing_unit = Some("etcd/1".into());
-    let v = view(
-        0xcc,
-        0xaa,
+    sees(
+        &mut o,
         vec![
             member(0xaa, "etcd0", "10.0.0.1", false),
             member(0xbb, "etcd1", "10.0.0.2", false),
         ],
     );
-    o.local = Some(v.clone());
-    o.cluster = Some(v);
     let p = plan(&o, &paths(), None);
     assert!(p.steps.contains(&Step::RemoveMember {
         name: "etcd1".into(),
@@ -733,16 +732,13 @@ fn an_add_whose_answer_was_lost_is_published_not_repeated() {
         "etcd/1".into(),
         bag(&[("peer-url", "http://10.0.0.2:2380")]),
     );
-    let v = view(
-        0xcc,
-        0xaa,
+    sees(
+        &mut o,
         vec![
             member(0xaa, "etcd0", "10.0.0.1", false),
             member(0xbb, "", "10.0.0.2", true),
         ],
     );
-    o.local = Some(v.clone());
-    o.cluster = Some(v);
     // No join record: the add happened, its answer never reached the data.
     let p = plan(&o, &paths(), None);
     assert!(p.steps.contains(&Step::AddMember {
@@ -764,16 +760,13 @@ fn an_add_whose_answer_was_lost_is_published_not_repeated() {
 #[test]
 fn an_unstarted_member_no_unit_claims_is_removed() {
     let mut o = healthy_leader();
-    let v = view(
-        0xcc,
-        0xaa,
+    sees(
+        &mut o,
         vec![
             member(0xaa, "etcd0", "10.0.0.1", false),
             member(0xbb, "", "10.0.0.9", true),
         ],
     );
-    o.local = Some(v.clone());
-    o.cluster = Some(v);
     let p = plan(&o, &paths(), None);
     assert!(has(&p, |s| matches!(
         s,
