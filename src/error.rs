@@ -2,6 +2,7 @@
 //! tool it concerns, so a status message or log line is actionable.
 
 use crate::context::ContextError;
+use crate::etcd::EtcdError;
 use crate::hooktools::HookToolError;
 use crate::render::RenderError;
 use crate::service::ServiceError;
@@ -20,12 +21,8 @@ pub enum Error {
         op: &'static str,
         source: std::io::Error,
     },
-    /// A call to the live cluster failed; `endpoint` is who we asked.
-    Etcd {
-        endpoint: String,
-        op: String,
-        message: String,
-    },
+    /// A call to the live cluster failed; its `endpoint` is who we asked.
+    Etcd(EtcdError),
     /// Bad input an operator must fix: becomes a `blocked` status.
     Blocked(String),
     Other(String),
@@ -40,11 +37,7 @@ impl std::fmt::Display for Error {
             Error::Service(e) => write!(f, "etcd service {e}"),
             Error::Wal(e) => write!(f, "reading WAL {e}"),
             Error::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
-            Error::Etcd {
-                endpoint,
-                op,
-                message,
-            } => write!(f, "etcd {op} at {endpoint}: {message}"),
+            Error::Etcd(e) => write!(f, "{e}"),
             Error::Blocked(m) => write!(f, "{m}"),
             Error::Other(m) => write!(f, "{m}"),
         }
@@ -56,6 +49,11 @@ impl std::error::Error for Error {}
 impl From<ContextError> for Error {
     fn from(e: ContextError) -> Self {
         Error::Context(e)
+    }
+}
+impl From<EtcdError> for Error {
+    fn from(e: EtcdError) -> Self {
+        Error::Etcd(e)
     }
 }
 impl From<HookToolError> for Error {

@@ -4,10 +4,32 @@
 //! etcd-client load-balances over the endpoints it is given, so anything
 //! about one member (status, its own view) connects to that endpoint alone.
 
-use crate::error::{Error, Result};
 use etcd_client::{Client, ConnectOptions, MemberAddOptions};
 use std::future::Future;
 use std::time::Duration;
+
+/// A call to the live cluster failed: whom we asked (`endpoint`, empty when
+/// there was no one to ask), what we asked, and what came back. The charm's
+/// `Error` wraps it; this floor knows nothing of the charm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdError {
+    pub endpoint: String,
+    pub op: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.endpoint.is_empty() {
+            write!(f, "etcd {}: {}", self.op, self.message)
+        } else {
+            write!(f, "etcd {} at {}: {}", self.op, self.endpoint, self.message)
+        }
+    }
+}
+impl std::error::Error for EtcdError {}
+
+pub type Result<T> = std::result::Result<T, EtcdError>;
 
 /// How long one RPC (including connecting) may take before we call the
 /// endpoint unreachable. Hooks must not hang on a dead peer.
@@ -81,8 +103,8 @@ impl ClusterView {
     }
 }
 
-fn etcd_err(endpoint: &str, op: &str, e: impl std::fmt::Display) -> Error {
-    Error::Etcd {
+fn etcd_err(endpoint: &str, op: &str, e: impl std::fmt::Display) -> EtcdError {
+    EtcdError {
         endpoint: endpoint.to_string(),
         op: op.to_string(),
         message: e.to_string(),
@@ -168,8 +190,9 @@ pub async fn view(endpoints: &[String]) -> Result<ClusterView> {
             Err(e) => last = Some(e),
         }
     }
-    learner_view
-        .ok_or_else(|| last.unwrap_or_else(|| Error::Other("no etcd endpoints to ask".into())))
+    learner_view.ok_or_else(|| {
+        last.unwrap_or_else(|| etcd_err("", "member list", "no etcd endpoints to ask"))
+    })
 }
 
 /// `member add --learner`. Returns the new member's ID.
@@ -243,7 +266,10 @@ pub async fn snapshot_to(endpoint: &str, dest: &std::path::Path) -> Result<u64> 
     let mut c = connect(&[endpoint.to_string()]).await?;
     let mut stream = bounded(endpoint, "snapshot", c.snapshot()).await?;
     let part = dest.with_extension("part");
-    let io_err = |op: &'static str, p: &std::path::Path| crate::error::io(op, p.to_path_buf());
+    let io_err = |op: &'static str, p: &std::path::Path| {
+        let what = format!("snapshot: {op} {}", p.display());
+        move |e: std::io::Error| etcd_err(endpoint, &what, e)
+    };
     let mut f = std::fs::File::create(&part).map_err(io_err("creating", &part))?;
     let mut total = 0u64;
     // Each message is bounded; a stalled stream fails the call.
@@ -261,6 +287,6 @@ pub fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?
+        .map_err(|e| etcd_err("", "call", format!("cannot start the async runtime: {e}")))?
         .block_on(fut)
 }

@@ -7,6 +7,7 @@
 //! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
 //! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
+//! - `restart`   — the restart policy the systemd drop-in and the direct supervisor share.
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
 //! - `migrate`   — moving a member out of a legacy location, crash-safely (pure plan + apply).
@@ -34,6 +35,7 @@ pub mod layout;
 pub mod migrate;
 pub mod paths;
 pub mod render;
+pub mod restart;
 pub mod service;
 pub mod sim;
 pub mod wal;

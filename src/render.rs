@@ -8,7 +8,7 @@
 //! YAML; numbers and booleans come from typed fields and are written plain,
 //! because etcd refuses a quoted number ("cannot unmarshal string into ...").
 
-use crate::service::RESTART_POLICY;
+use crate::restart::RESTART_POLICY;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -279,7 +279,7 @@ impl DropIn {
 }
 
 /// Renders templates/snap.etcd.etcd.service.d.conf, with the restart policy
-/// of [`crate::service::RESTART_POLICY`]. Paths are double-quoted with `\`,
+/// of [`crate::restart::RESTART_POLICY`]. Paths are double-quoted with `\`,
 /// `"` and `%` escaped per systemd's rules; see [`DropIn::validate`] for the
 /// paths systemd refuses however they are quoted.
 pub fn render_dropin(d: &DropIn) -> String {

@@ -219,7 +219,7 @@ impl Applier<'_> {
         let ep = self.own_endpoint()?;
         match etcd::block_on(etcd::view_from(&ep)) {
             Ok(v) if !v.status.is_learner => Ok(v),
-            _ => etcd::block_on(etcd::view(&self.endpoints())),
+            _ => Ok(etcd::block_on(etcd::view(&self.endpoints()))?),
         }
     }
 
@@ -252,7 +252,7 @@ impl Applier<'_> {
                     info!("member add {name} refused, retrying: {e}");
                     std::thread::sleep(Duration::from_secs(1));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         };
         let v = self.view()?;
@@ -290,7 +290,7 @@ impl Applier<'_> {
                     std::thread::sleep(delay);
                     delay = (delay * 2).min(Duration::from_secs(4));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -351,7 +351,7 @@ impl Applier<'_> {
                     info!("member remove {name} refused, retrying: {e}");
                     std::thread::sleep(Duration::from_secs(1));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         info!("removed member {name} ({id:x})");
