@@ -109,7 +109,16 @@ fn snap_info() -> Result<Option<SnapInfo>> {
     Err(err(cmd.to_string(), super::failure_text(&out)))
 }
 
+/// Why etcd cannot run on a machine without snapd, and the two ways out.
+const NO_SNAP: &str = "this machine has no `snap` command: install snapd, or on a machine without snapd and systemd set ETCD_CHARM_SERVICE=direct";
+
 pub(super) fn install(paths: &Paths, channel: &str) -> Result<Installed> {
+    // Not a hook error (a retry cannot help): a status saying what to do.
+    if super::find_on_path("snap").is_none() {
+        return Ok(Installed::Missing {
+            reason: NO_SNAP.to_string(),
+        });
+    }
     if let Some(cmd) = plan_snap(snap_info()?.as_ref(), channel) {
         cmd.run()?;
     }
