@@ -151,7 +151,14 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Blocked means nothing touched: the steps planned before the reason
+    /// was found (install etcd, the drop-in and its daemon-reload, a
+    /// migration's stop and moves) are dropped, and only the status stays.
+    /// None must survive: the status is not a step (the hook sets it at the
+    /// end), and what was dropped is planned again once the operator fixes
+    /// the input.
     fn block(mut self, msg: impl Into<String>) -> Plan {
+        self.steps.clear();
         self.status.push((StatusKind::Blocked, msg.into()));
         self
     }

@@ -670,6 +670,20 @@ fn update_status_restarts_what_the_migration_stopped() {
     assert_eq!(status(&p).unwrap().0, StatusKind::Blocked);
 }
 
+/// The states a "nothing touched" block is checked from: as observed (etcd
+/// installed and running), and a fresh machine (etcd not installed, not
+/// running, no drop-in yet), where install and the drop-in would come first.
+fn as_observed_and_on_a_fresh_machine(o: &Observed) -> [(&'static str, Observed); 2] {
+    let mut fresh_machine = o.clone();
+    fresh_machine.etcd_version = None;
+    fresh_machine.dropin_text = None;
+    fresh_machine.active = false;
+    fresh_machine.local = None;
+    [("as observed", o.clone()), ("fresh machine", fresh_machine)]
+}
+
+const DROPIN: &str = "[Service]\nRestart=on-failure\n";
+
 #[test]
 fn a_conflict_blocks_with_nothing_moved_stopped_or_written() {
     let mut o = snap_migrated(true);
@@ -677,23 +691,19 @@ fn a_conflict_blocks_with_nothing_moved_stopped_or_written() {
         member_id: 0x1,
         cluster_id: 0x2,
     }));
-    let p = plan(&o, &paths(), None);
-    assert!(
-        !has(&p, |s| matches!(
-            s,
-            Step::Migrate(_) | Step::StopEtcd | Step::WriteConfig { .. } | Step::StartEtcd
-        )),
-        "{:#?}",
-        p.steps
-    );
-    let (k, m) = status(&p).unwrap();
-    assert_eq!(k, StatusKind::Blocked);
-    assert!(
-        m.contains("two different members")
-            && m.contains("etcd0.etcd")
-            && m.contains("member 1 of cluster 2"),
-        "{m}"
-    );
+    for (state, o) in as_observed_and_on_a_fresh_machine(&o) {
+        let p = plan(&o, &paths(), Some(DROPIN.into()));
+        // Not installed, no drop-in, no daemon-reload, no move, no stop.
+        assert_eq!(p.steps, vec![], "{state}");
+        let (k, m) = status(&p).unwrap();
+        assert_eq!(k, StatusKind::Blocked, "{state}");
+        assert!(
+            m.contains("two different members")
+                && m.contains("etcd0.etcd")
+                && m.contains("member 1 of cluster 2"),
+            "{state}: {m}"
+        );
+    }
 }
 
 #[test]
@@ -837,17 +847,17 @@ fn a_tls_member_is_not_rewritten_with_plain_urls() {
         "https://10.0.0.1:2379".into(),
     );
     o.disk.config = Some(Ok(found));
-    let p = plan(&o, &paths(), None);
-    let (k, m) = status(&p).unwrap();
-    assert_eq!(k, StatusKind::Blocked);
-    assert!(
-        m.contains("initial-advertise-peer-urls, advertise-client-urls use https"),
-        "{m}"
-    );
-    assert!(!has(&p, |s| matches!(
-        s,
-        Step::WriteConfig { .. } | Step::StopEtcd | Step::Migrate(_)
-    )));
+    for (state, o) in as_observed_and_on_a_fresh_machine(&o) {
+        let p = plan(&o, &paths(), Some(DROPIN.into()));
+        let (k, m) = status(&p).unwrap();
+        assert_eq!(k, StatusKind::Blocked, "{state}");
+        assert!(
+            m.contains("initial-advertise-peer-urls, advertise-client-urls use https"),
+            "{state}: {m}"
+        );
+        // Neither the config nor etcd, the snap or the drop-in is touched.
+        assert_eq!(p.steps, vec![], "{state}");
+    }
 }
 
 #[test]
