@@ -63,10 +63,11 @@ pub fn storage_specs(metadata: &Yaml) -> Result<BTreeMap<String, StorageSpec>> {
         }
         let (count_min, count_max) = match v.get("multiple").and_then(|m| m.get("range")) {
             None => (1, 1),
-            Some(r) => parse_range(r)
-                .ok_or_else(|| crate::sim::error::SimError::new(format!(
+            Some(r) => parse_range(r).ok_or_else(|| {
+                crate::sim::error::SimError::new(format!(
                     "metadata.yaml: storage {name}: bad multiple range {r:?}"
-                )))?,
+                ))
+            })?,
         };
         out.insert(
             name.to_string(),
@@ -229,8 +230,14 @@ mod tests {
             "storage:\n  a:\n    type: block\n    multiple:\n      range: 0-1\n  b:\n    type: filesystem\n    location: /srv/b\n  c:\n    type: filesystem\n    multiple:\n      range: 2-\n  d:\n    type: block\n    multiple:\n      range: 3\n",
         );
         let s = storage_specs(&m).unwrap();
-        assert_eq!((s["a"].kind.as_str(), s["a"].count_min, s["a"].count_max), ("block", 0, 1));
-        assert_eq!((s["b"].location.as_str(), s["b"].count_min, s["b"].count_max), ("/srv/b", 1, 1));
+        assert_eq!(
+            (s["a"].kind.as_str(), s["a"].count_min, s["a"].count_max),
+            ("block", 0, 1)
+        );
+        assert_eq!(
+            (s["b"].location.as_str(), s["b"].count_min, s["b"].count_max),
+            ("/srv/b", 1, 1)
+        );
         assert_eq!((s["c"].count_min, s["c"].count_max), (2, -1));
         assert_eq!((s["d"].count_min, s["d"].count_max), (3, 3));
         assert!(storage_specs(&yaml("storage:\n  x:\n    type: tape\n")).is_err());
@@ -260,8 +267,14 @@ mod tests {
         let m = yaml("peers:\n  p: x\nprovides:\n  nrpe:\n    interface: nrpe\n    scope: container\nrequires:\n  db:\n    interface: pg\n");
         let e = endpoint_specs(&m);
         assert_eq!(e["p"].role, "peer");
-        assert_eq!((e["nrpe"].role.as_str(), e["nrpe"].scope.as_str()), ("provider", "container"));
-        assert_eq!((e["db"].role.as_str(), e["db"].scope.as_str()), ("requirer", "global"));
+        assert_eq!(
+            (e["nrpe"].role.as_str(), e["nrpe"].scope.as_str()),
+            ("provider", "container")
+        );
+        assert_eq!(
+            (e["db"].role.as_str(), e["db"].scope.as_str()),
+            ("requirer", "global")
+        );
     }
 
     #[test]

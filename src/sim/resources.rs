@@ -15,7 +15,10 @@ pub fn parse_args(args: &[String]) -> Result<BTreeMap<String, PathBuf>> {
         let (name, path) = crate::sim::commands::split_kv(raw, "--resource")?;
         let path = std::fs::canonicalize(&path).ctx(format!("file for resource {name:?}"))?;
         if !path.is_file() {
-            bail!("file for resource {name:?}: {} is not a file", path.display());
+            bail!(
+                "file for resource {name:?}: {} is not a file",
+                path.display()
+            );
         }
         out.insert(name, path);
     }
@@ -24,7 +27,11 @@ pub fn parse_args(args: &[String]) -> Result<BTreeMap<String, PathBuf>> {
 
 /// Copies each uploaded file into the model and records it on `app`, whose
 /// charm must declare it.
-pub fn store(dir: &ModelDir, app: &mut Application, given: &BTreeMap<String, PathBuf>) -> Result<()> {
+pub fn store(
+    dir: &ModelDir,
+    app: &mut Application,
+    given: &BTreeMap<String, PathBuf>,
+) -> Result<()> {
     for (name, src) in given {
         let Some(spec) = app.charm.resources.get(name) else {
             bail!("charm has no resource {name:?}");

@@ -3,11 +3,11 @@
 
 use super::{split_kv, Ctx};
 use crate::sim::charmdir;
+use crate::sim::charmspec;
 use crate::sim::config;
 use crate::sim::error::{bail, Context as _, Result};
 use crate::sim::events;
 use crate::sim::identity;
-use crate::sim::charmspec;
 use crate::sim::model::{Application, CharmMeta, Endpoint, Model, Relation, Status, Unit};
 use crate::sim::resources;
 use crate::sim::store::{self, ModelDir};

@@ -167,7 +167,10 @@ pub fn stale_peers(m: &Model, app: &str, new: &CharmMeta) -> Vec<u32> {
     m.relations
         .values()
         .filter(|r| r.is_peer())
-        .filter(|r| r.endpoint_of(app).is_some_and(|e| !new.peers.contains_key(&e.name)))
+        .filter(|r| {
+            r.endpoint_of(app)
+                .is_some_and(|e| !new.peers.contains_key(&e.name))
+        })
         .map(|r| r.id)
         .collect()
 }
