@@ -1,6 +1,7 @@
 //! Reading a charm directory (metadata.yaml, config.yaml, actions.yaml, or
 //! the same sections of charmcraft.yaml) and copying it with its symlinks.
 
+use crate::sim::charmspec;
 use crate::sim::error::{bail, Context as _, Result};
 use crate::sim::model::{ActionSpec, CharmMeta, OptionSpec};
 use serde_json::Value;
@@ -32,6 +33,7 @@ pub fn read_charm(dir: &Path) -> Result<CharmMeta> {
     let actions = read_yaml(&dir.join("actions.yaml"))?
         .or_else(|| charmcraft.get("actions").cloned())
         .unwrap_or(Yaml::Null);
+    let manifest = read_yaml(&dir.join("manifest.yaml"))?.unwrap_or(Yaml::Null);
     Ok(CharmMeta {
         name: name.to_string(),
         peers: endpoints(&metadata, "peers"),
@@ -40,6 +42,10 @@ pub fn read_charm(dir: &Path) -> Result<CharmMeta> {
         storage: keys(metadata.get("storage")),
         options: options(&config)?,
         actions: action_specs(&actions)?,
+        endpoint_specs: charmspec::endpoint_specs(&metadata),
+        storage_specs: charmspec::storage_specs(&metadata)?,
+        resources: charmspec::resources(&metadata),
+        bases: charmspec::bases(&metadata, &charmcraft, &manifest),
     })
 }
 

@@ -62,6 +62,12 @@ pub enum Command {
         /// JUJU_VERSION the hooks see (4.x has no leader-get/leader-set/unit-get) [default: 3.6.4]
         #[arg(long)]
         juju_version: Option<String>,
+        /// The machines' base; the charm must list it, unless it lists none
+        #[arg(long, default_value = "ubuntu@22.04")]
+        base: String,
+        /// Upload a file resource the charm declares (repeatable)
+        #[arg(long = "resource", value_name = "NAME=PATH")]
+        resources: Vec<String>,
     },
     /// Add units to an application
     AddUnit {
@@ -97,6 +103,9 @@ pub enum Command {
         /// Also refresh units in error (they skip upgrade-charm and config-changed)
         #[arg(long)]
         force_units: bool,
+        /// Upload a file resource; required for one new to the application (repeatable)
+        #[arg(long = "resource", value_name = "NAME=PATH")]
+        resources: Vec<String>,
         #[arg(last = true)]
         extra: Vec<String>,
     },

@@ -86,14 +86,18 @@ pub fn apply(
     Ok(effective(app, true) != before)
 }
 
-/// Drops settings the new charm no longer has, or whose type changed.
+/// Drops settings the new charm no longer has, or whose value no longer
+/// fits the option's type (Juju's FilterSettings: the option falls back to
+/// its default); a value that fits is kept in the new type.
 pub fn retain_valid(app: &mut Application) {
-    let options = app.charm.options.clone();
-    app.config.retain(|k, v| {
-        options
-            .get(k)
-            .is_some_and(|spec| coerce(&spec.kind, v).is_ok())
-    });
+    let options = &app.charm.options;
+    app.config = std::mem::take(&mut app.config)
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let spec = options.get(&k)?;
+            coerce(&spec.kind, &v).ok().map(|v| (k, v))
+        })
+        .collect();
 }
 
 fn names(options: &BTreeMap<String, OptionSpec>) -> String {

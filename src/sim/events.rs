@@ -227,6 +227,15 @@ pub fn refreshed(model: &mut Model, units: &[String]) {
     }
 }
 
+/// A relation removed outright (a peer endpoint a refresh dropped): it and
+/// its databags are gone, and no unit runs a hook of it any more.
+pub fn forget_relation(model: &mut Model, rel: u32) {
+    model.relations.remove(&rel);
+    for u in model.units.values_mut() {
+        drop_pending_where(u, |ev| ev.relation == Some(rel));
+    }
+}
+
 /// Leadership moves to `unit`, which runs leader-elected.
 pub fn elect(model: &mut Model, unit: &str) {
     let app = app_of(unit).to_string();
@@ -393,6 +402,7 @@ mod tests {
                 name: "peer".into(),
                 interface: "x".into(),
                 role: "peer".into(),
+                scope: "global".into(),
             }],
             ..Default::default()
         };

@@ -8,6 +8,7 @@
 //! - `store`     — the model directory, its lock, atomic saves, JSON-lines logs.
 //! - `identity`  — model name, UUID and per-unit loopback addresses.
 //! - `charmdir`  — reading metadata/config/actions YAML; copying a charm.
+//! - `charmspec` — endpoint roles, storage specs, resources, bases.
 //! - `config`    — typed config values and the config-get view.
 //! - `events`    — which hooks are queued on which units, for each trigger.
 //! - `commit`    — what a successful hook's staged changes do.
@@ -17,10 +18,12 @@
 //! - `scheduler` — seeded interleaving, retries and errors, until quiescent.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
+//! - `resources` — `--resource` uploads and their stored copies.
 //! - `tools`     — the hook tools (the binary answers to their names).
 //! - `cli`, `commands`, `status` — the `jujusim` command line.
 
 mod charmdir;
+mod charmspec;
 mod cli;
 mod commands;
 mod commit;
@@ -33,6 +36,7 @@ mod invoke;
 mod model;
 mod prng;
 mod procs;
+mod resources;
 mod runner;
 mod scheduler;
 mod status;

@@ -52,6 +52,19 @@ pub struct Application {
     pub env: BTreeMap<String, String>,
     /// Set by the leader with `status-set --application`.
     pub status: Option<Status>,
+    /// `deploy --base` (`ubuntu@22.04`): the base of the machines it gets.
+    #[serde(default = "default_base")]
+    pub base: String,
+    /// Resource name → the model's stored copy of what `--resource` gave.
+    #[serde(default)]
+    pub resources: BTreeMap<String, PathBuf>,
+}
+
+/// The base `deploy` gives machines when `--base` is not passed (jammy).
+pub const DEFAULT_BASE: &str = "ubuntu@22.04";
+
+fn default_base() -> String {
+    DEFAULT_BASE.into()
 }
 
 /// What the simulator needs from metadata.yaml, config.yaml and actions.yaml.
@@ -64,6 +77,50 @@ pub struct CharmMeta {
     pub storage: Vec<String>,
     pub options: BTreeMap<String, OptionSpec>,
     pub actions: BTreeMap<String, ActionSpec>,
+    /// Every endpoint (peers, provides, requires) with role and scope, for
+    /// the refresh checks.
+    #[serde(default)]
+    pub endpoint_specs: BTreeMap<String, EndpointSpec>,
+    /// metadata.yaml `storage:` in full (`storage` keeps just the names).
+    #[serde(default)]
+    pub storage_specs: BTreeMap<String, StorageSpec>,
+    /// metadata.yaml `resources:`.
+    #[serde(default)]
+    pub resources: BTreeMap<String, ResourceSpec>,
+    /// The bases it runs on (`ubuntu@22.04`), from manifest.yaml or
+    /// charmcraft.yaml `bases:` and metadata.yaml `series:`; empty for an
+    /// old-style charm that declares none.
+    #[serde(default)]
+    pub bases: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointSpec {
+    /// peer, provider or requirer (as `Endpoint::role`).
+    pub role: String,
+    pub interface: String,
+    /// global or container.
+    pub scope: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageSpec {
+    /// filesystem or block.
+    pub kind: String,
+    /// "" when the charm names none.
+    pub location: String,
+    pub shared: bool,
+    pub read_only: bool,
+    /// `multiple: range:` (1-1 without it); a max of -1 is unbounded.
+    pub count_min: i64,
+    pub count_max: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceSpec {
+    /// file (or oci-image).
+    pub kind: String,
+    pub filename: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -124,6 +181,9 @@ pub struct Unit {
     pub queue: VecDeque<Event>,
     /// state-get/state-set store.
     pub store: Databag,
+    /// Its machine's base (`ubuntu@22.04`), the application's at creation.
+    #[serde(default = "default_base")]
+    pub base: String,
 }
 
 /// The message Juju shows while a unit installs, until the charm sets one.
@@ -273,6 +333,10 @@ pub struct Endpoint {
     pub interface: String,
     /// peer, provider or requirer.
     pub role: String,
+    /// The relation's scope: container when either side declared it, as
+    /// Juju records it; "" (older models) is global.
+    #[serde(default)]
+    pub scope: String,
 }
 
 /// A unit's place in one relation.

@@ -113,7 +113,7 @@ pub fn to_json(m: &Model) -> Value {
                 .entry(ep.name.clone())
                 .or_insert_with(|| json!([]));
             if let Value::Array(list) = entry {
-                list.push(json!({"related-application": remote, "interface": ep.interface, "scope": "global", "relation-id": r.id}));
+                list.push(json!({"related-application": remote, "interface": ep.interface, "scope": if ep.scope.is_empty() { "global" } else { ep.scope.as_str() }, "relation-id": r.id}));
             }
         }
         let s = app_status(m, app);

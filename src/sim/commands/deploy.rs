@@ -3,11 +3,13 @@
 
 use super::{split_kv, Ctx};
 use crate::sim::charmdir;
+use crate::sim::charmspec;
 use crate::sim::config;
 use crate::sim::error::{bail, Context as _, Result};
 use crate::sim::events;
 use crate::sim::identity;
-use crate::sim::model::{Application, Endpoint, Model, Relation, Status, Unit};
+use crate::sim::model::{Application, CharmMeta, Endpoint, Model, Relation, Status, Unit};
+use crate::sim::resources;
 use crate::sim::store::{self, ModelDir};
 use crate::sim::tools;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_JUJU_VERSION: &str = "3.6.4";
 pub const DEFAULT_SEED: u64 = 1;
 
+#[allow(clippy::too_many_arguments)]
 pub fn deploy(
     ctx: &Ctx,
     charm_dir: &Path,
@@ -23,6 +26,8 @@ pub fn deploy(
     config_args: &[String],
     env_args: &[String],
     juju_version: Option<String>,
+    base: &str,
+    resource_args: &[String],
 ) -> Result<u8> {
     let charm_dir = std::fs::canonicalize(charm_dir).ctx(charm_dir.display())?;
     let meta = charmdir::read_charm(&charm_dir)?;
@@ -30,6 +35,15 @@ pub fn deploy(
     if !valid_app_name(&app_name) {
         bail!("invalid application name {app_name:?}");
     }
+    let base = charmspec::parse_base(base)?;
+    // A charm that lists no bases is an old-style local charm: any base.
+    if !meta.bases.is_empty() && !meta.bases.contains(&base) {
+        bail!(
+            "base {base:?} not supported by charm, the charm supported bases are: {}",
+            meta.bases.join(", ")
+        );
+    }
+    let uploads = resources::parse_args(resource_args)?;
     let settings = config_args
         .iter()
         .map(|c| split_kv(c, "--config"))
@@ -54,28 +68,15 @@ pub fn deploy(
             name: app_name.clone(),
             charm: meta.clone(),
             env: env.into_iter().collect(),
+            base: base.clone(),
             ..Default::default()
         };
         config::apply(&mut app, &settings, &[])?;
+        resources::store(dir, &mut app, &uploads)?;
         store_charm(m, dir, &mut app, &charm_dir)?;
         m.applications.insert(app_name.clone(), app);
-        for (ep, interface) in &meta.peers {
-            m.next_relation += 1;
-            let id = m.next_relation - 1;
-            let endpoint = Endpoint {
-                app: app_name.clone(),
-                name: ep.clone(),
-                interface: interface.clone(),
-                role: "peer".into(),
-            };
-            m.relations.insert(
-                id,
-                Relation {
-                    id,
-                    endpoints: vec![endpoint],
-                    ..Default::default()
-                },
-            );
+        for ep in meta.peers.keys() {
+            add_peer_relation(m, &app_name, &meta, ep);
         }
         add_units(m, dir, &app_name, num_units)?;
         Ok(m.juju_version.clone())
@@ -87,6 +88,29 @@ pub fn deploy(
         dir.read()?.seed
     ));
     ctx.settle()
+}
+
+/// A new peer relation of `app` on endpoint `ep` of `meta`; its id.
+pub fn add_peer_relation(m: &mut Model, app: &str, meta: &CharmMeta, ep: &str) -> u32 {
+    let id = m.next_relation;
+    m.next_relation += 1;
+    let spec = meta.endpoint_specs.get(ep);
+    let endpoint = Endpoint {
+        app: app.to_string(),
+        name: ep.to_string(),
+        interface: meta.peers.get(ep).cloned().unwrap_or_default(),
+        role: "peer".into(),
+        scope: spec.map(|s| s.scope.clone()).unwrap_or_default(),
+    };
+    m.relations.insert(
+        id,
+        Relation {
+            id,
+            endpoints: vec![endpoint],
+            ..Default::default()
+        },
+    );
+    id
 }
 
 fn valid_app_name(name: &str) -> bool {
@@ -151,6 +175,7 @@ pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec
             machine: m.next_machine,
             dir: unit_dir,
             address,
+            base: m.app(app)?.base.clone(),
             workload: Status {
                 current: "waiting".into(),
                 message: "agent initialising".into(),

@@ -100,12 +100,12 @@ pub fn integrate(ctx: &Ctx, a: &str, b: &str) -> Result<u8> {
             for (nb, ib, rb) in &ebs {
                 let named = ep_a.is_none_or(|e| e == na) && ep_b.is_none_or(|e| e == nb);
                 if named && ia == ib && ra != rb {
-                    fits.push((Endpoint { app: app_a.into(), name: na.clone(), interface: ia.clone(), role: (*ra).into() },
-                               Endpoint { app: app_b.into(), name: nb.clone(), interface: ib.clone(), role: (*rb).into() }));
+                    fits.push((Endpoint { app: app_a.into(), name: na.clone(), interface: ia.clone(), role: (*ra).into(), ..Default::default() },
+                               Endpoint { app: app_b.into(), name: nb.clone(), interface: ib.clone(), role: (*rb).into(), ..Default::default() }));
                 }
             }
         }
-        let (ea, eb) = match fits.len() {
+        let (mut ea, mut eb) = match fits.len() {
             1 => fits.remove(0),
             0 => bail!("no relation between {a} and {b}: endpoints need the same interface, one providing and one requiring"),
             _ => bail!("ambiguous relation between {a} and {b}: name the endpoints (APP:ENDPOINT)"),
@@ -117,6 +117,12 @@ pub fn integrate(ctx: &Ctx, a: &str, b: &str) -> Result<u8> {
         if exists {
             bail!("{}:{} and {}:{} are already related", ea.app, ea.name, eb.app, eb.name);
         }
+        // Juju makes the whole relation container-scoped when either side is.
+        let container = [&ea, &eb].iter().any(|e| {
+            m.applications[&e.app].charm.endpoint_specs.get(&e.name).is_some_and(|s| s.scope == "container")
+        });
+        let scope = if container { "container" } else { "global" };
+        (ea.scope, eb.scope) = (scope.into(), scope.into());
         let id = m.next_relation;
         m.next_relation += 1;
         ctx.progress.note(&format!("relation {id}: {}:{} ↔ {}:{}", ea.app, ea.name, eb.app, eb.name));

@@ -9,6 +9,7 @@ mod exec;
 mod lifecycle;
 mod log;
 mod refresh;
+mod refusal;
 mod remove;
 
 use crate::sim::cli::{Cli, Command};
@@ -115,6 +116,8 @@ pub fn run(cli: Cli) -> Result<u8> {
             config,
             env,
             juju_version,
+            base,
+            resources,
         } => deploy::deploy(
             &ctx,
             &charm_dir,
@@ -123,6 +126,8 @@ pub fn run(cli: Cli) -> Result<u8> {
             &config,
             &env,
             juju_version,
+            &base,
+            &resources,
         ),
         Command::AddUnit { app, num_units } => deploy::add_unit(&ctx, app.as_deref(), num_units),
         Command::RemoveUnit { unit, force } => remove::remove_unit(&ctx, &unit, force),
@@ -136,12 +141,13 @@ pub fn run(cli: Cli) -> Result<u8> {
             path,
             dry_run,
             force_units,
+            resources,
             extra,
         } => {
             if dry_run {
                 refresh::dry_run(&ctx, app.as_deref(), &path, &extra)
             } else {
-                refresh::refresh(&ctx, app.as_deref(), &path, force_units)
+                refresh::refresh(&ctx, app.as_deref(), &path, force_units, &resources)
             }
         }
         Command::Elect { unit } => lifecycle::elect(&ctx, &unit),

@@ -2,7 +2,8 @@
 //! upgrade-charm → config-changed → leader-settings-changed → start; and its
 //! dry run, which changes nothing and asks the new charm itself.
 
-use super::deploy::store_charm;
+use super::deploy::{add_peer_relation, store_charm};
+use super::refusal;
 use super::Ctx;
 use crate::sim::charmdir;
 use crate::sim::config;
@@ -11,12 +12,20 @@ use crate::sim::events;
 use crate::sim::hookenv::Work;
 use crate::sim::invoke;
 use crate::sim::model::{Agent, Event, HookKind, Life};
+use crate::sim::resources;
 use crate::sim::runner::{self, Capture, Spawn};
 use std::path::Path;
 
-pub fn refresh(ctx: &Ctx, app: Option<&str>, path: &Path, force_units: bool) -> Result<u8> {
+pub fn refresh(
+    ctx: &Ctx,
+    app: Option<&str>,
+    path: &Path,
+    force_units: bool,
+    resource_args: &[String],
+) -> Result<u8> {
     let source = std::fs::canonicalize(path).ctx(path.display())?;
     let meta = charmdir::read_charm(&source)?;
+    let uploads = resources::parse_args(resource_args)?;
     let dir = &ctx.dir;
     let app = dir.update(|m| {
         let app = m.default_app(app)?;
@@ -28,21 +37,33 @@ pub fn refresh(ctx: &Ctx, app: Option<&str>, path: &Path, force_units: bool) -> 
         if !in_error.is_empty() && !force_units {
             bail!("units in error: {in_error:?}; resolve them, or pass --force-units");
         }
-        if meta.name != m.app(&app)?.charm.name {
-            ctx.progress.note(&format!(
-                "note: charm name changes from {} to {}",
-                m.app(&app)?.charm.name,
-                meta.name
-            ));
+        // Refused as Juju refuses, before anything changes.
+        let provided = uploads.keys().cloned().collect();
+        if let Err(reason) = refusal::check(m, &app, &meta, &provided) {
+            let url = format!("local:{}-{}", meta.name, m.next_charm_rev + 1);
+            bail!("cannot upgrade application {app:?} to charm {url:?}: {reason}");
         }
+        let old_peers = m.app(&app)?.charm.peers.clone();
         let mut a = m.app(&app)?.clone();
         a.charm = meta.clone();
         config::retain_valid(&mut a);
+        resources::store(dir, &mut a, &uploads)?;
         let stored = store_charm(m, dir, &mut a, &source)?;
         m.applications.insert(app.clone(), a);
         for unit in &units {
             charmdir::replace_tree(&stored, &m.units[unit].charm_dir())?;
         }
+        // A peer endpoint the new charm no longer has goes with its data;
+        // a new one gets a fresh relation (created, then joined).
+        for id in refusal::stale_peers(m, &app, &meta) {
+            events::forget_relation(m, id);
+        }
+        let new_peers: Vec<u32> = meta
+            .peers
+            .keys()
+            .filter(|ep| !old_peers.contains_key(*ep))
+            .map(|ep| add_peer_relation(m, &app, &meta, ep))
+            .collect();
         let (errored, healthy): (Vec<String>, Vec<String>) = units
             .into_iter()
             .partition(|u| matches!(m.units[u].agent, Agent::Error(_)));
@@ -58,6 +79,9 @@ pub fn refresh(ctx: &Ctx, app: Option<&str>, path: &Path, force_units: bool) -> 
                     .push_back(Event::simple(HookKind::LeaderSettingsChanged));
             }
             u.queue.push_back(Event::simple(HookKind::Start));
+        }
+        for id in new_peers {
+            events::relation_added(m, id);
         }
         Ok(app)
     })?;

@@ -12,6 +12,7 @@ mod format;
 mod leader;
 mod ports;
 mod relation;
+mod resource;
 mod state;
 mod unit;
 
@@ -49,6 +50,7 @@ const TOOLS: &[(&str, ToolFn)] = &[
     ("state-delete", state::state_delete),
     ("storage-get", state::storage_get),
     ("storage-list", state::storage_list),
+    ("resource-get", resource::resource_get),
     ("action-get", action::action_get),
     ("action-set", action::action_set),
     ("action-fail", action::action_fail),
