@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod apply;
+pub mod compat;
 pub mod config;
 pub mod dryrun;
 pub mod leader;
