@@ -14,7 +14,11 @@ fn read(p: &Path) -> String {
 }
 
 fn fixture(name: &str) -> String {
-    read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python-charm").join(name))
+    read(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/python-charm")
+            .join(name),
+    )
 }
 
 /// Everything the packed charm would lose or change versus the Python one.
@@ -105,6 +109,9 @@ fn a_charm_missing_endpoints_and_options_is_reported_item_by_item() {
         "option port: type int → string, default 2379 → \"2379\"",
         "option snapd_refresh: missing",
     ] {
-        assert!(bad.iter().any(|b| b == needle), "{needle:?} not in {bad:#?}");
+        assert!(
+            bad.iter().any(|b| b == needle),
+            "{needle:?} not in {bad:#?}"
+        );
     }
 }

@@ -95,8 +95,9 @@ impl CharmDecl {
                 // `db: etcd` is short for `db: {interface: etcd}`.
                 let interface = match e {
                     Value::String(s) => s.clone(),
-                    _ => str_of(e, "interface")
-                        .ok_or_else(|| format!("metadata.yaml: endpoint {name} has no interface"))?,
+                    _ => str_of(e, "interface").ok_or_else(|| {
+                        format!("metadata.yaml: endpoint {name} has no interface")
+                    })?,
                 };
                 let scope = str_of(e, "scope").unwrap_or_else(|| "global".into());
                 d.endpoints.insert(
@@ -365,7 +366,10 @@ pub fn dropped_values(
             Some(o) if !fits(&o.kind, v) => Some((
                 k.clone(),
                 v.clone(),
-                format!("the value is not a {}; it falls back to the default", o.kind),
+                format!(
+                    "the value is not a {}; it falls back to the default",
+                    o.kind
+                ),
             )),
             Some(_) => None,
         })
@@ -404,7 +408,8 @@ mod tests {
         let ours = CharmDecl::ours();
         assert_eq!(ours.name, "etcd");
         let cmp = compare(&old(), &ours);
-        let get = |v: &[(String, Change)], n: &str| v.iter().find(|(k, _)| k == n).unwrap().1.clone();
+        let get =
+            |v: &[(String, Change)], n: &str| v.iter().find(|(k, _)| k == n).unwrap().1.clone();
         for ep in ["cluster", "db", "nrpe-external-master", "certificates"] {
             assert_eq!(get(&cmp.endpoints, ep), Change::Kept, "{ep}");
         }
