@@ -646,6 +646,17 @@ mod tests {
     fn golden_etcd_config() {
         golden("etcd.conf.yml", &render_etcd_config(&three_members()));
         golden("etcd.conf.hostile.yml", &render_etcd_config(&hostile()));
+        // bind_with_insecure_http: the loopback http listener beside the main one.
+        let mut insecure = three_members();
+        insecure
+            .listen_client_urls
+            .push("http://127.0.0.1:4001".into());
+        let text = render_etcd_config(&insecure);
+        golden("etcd.conf.insecure-http.yml", &text);
+        assert_eq!(
+            parse_etcd_config(&text).unwrap().listen_client_urls,
+            ["http://0.0.0.0:2379", "http://127.0.0.1:4001"]
+        );
     }
 
     fn production_dropin() -> DropIn {

@@ -226,6 +226,26 @@ impl Service {
             Backend::Direct { .. } => Ok(()),
         }
     }
+
+    /// Snap: holds etcd's auto-refresh or sets snapd's timer. Direct: no snapd.
+    pub fn set_snapd_refresh(&self, policy: &SnapdRefresh) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::set_snapd_refresh(policy),
+            Backend::Direct { .. } => Ok(()),
+        }
+    }
+}
+
+/// `snapd_refresh`: snapd restarts etcd when it refreshes the snap, so by
+/// default it may not; channel changes are how this charm upgrades etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapdRefresh {
+    /// `max`: hold etcd's automatic refreshes.
+    Hold,
+    /// A snapd `refresh.timer`; etcd not held.
+    Timer(String),
+    /// `""`: snapd's own default timer, etcd not held.
+    SnapdDefault,
 }
 
 /// A command as data, so the snap backend's calls can be checked by tests

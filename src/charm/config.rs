@@ -13,7 +13,49 @@ pub struct CharmConfig {
     pub election_timeout: u64,
     pub bind_to_all_interfaces: bool,
     pub channel: String,
+    /// Adds `http://127.0.0.1:4001` to the client listeners (the Python
+    /// charm's option of the same name).
+    pub bind_with_insecure_http: bool,
+    /// What snapd may do to the etcd snap on its own (snap backend only).
+    pub snapd_refresh: SnapdRefresh,
+    /// Go cipher-suite names, checked against what etcd accepts. Kept for
+    /// the TLS work that comes next; not rendered until etcd serves TLS.
+    pub tls_cipher_suites: Vec<String>,
+    /// For the nrpe checks (the nrpe-external-master relation): the host
+    /// name prefix and the default service group.
+    pub nagios_context: String,
+    /// For the nrpe checks: service groups; empty means `nagios_context`.
+    pub nagios_servicegroups: String,
 }
+
+pub use crate::service::SnapdRefresh;
+
+/// The names etcd 3.4 accepts in `cipher-suites` (its tlsutil map; 3.5 and
+/// later accept these too).
+pub const ETCD_CIPHER_SUITES: [&str; 22] = [
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+];
 
 impl Default for CharmConfig {
     fn default() -> Self {
@@ -25,8 +67,78 @@ impl Default for CharmConfig {
             election_timeout: 1000,
             bind_to_all_interfaces: true,
             channel: "3.4/stable".into(),
+            bind_with_insecure_http: false,
+            snapd_refresh: SnapdRefresh::Hold,
+            tls_cipher_suites: Vec::new(),
+            nagios_context: "juju".into(),
+            nagios_servicegroups: String::new(),
         }
     }
+}
+
+fn boolean(m: &Map<String, Value>, key: &str, default: bool) -> Result<bool, String> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("config {key}={v} is not a boolean")),
+    }
+}
+
+fn string<'a>(m: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(format!("config {key}={v} is not a string")),
+    }
+}
+
+/// A snapd timer such as `fri,23:00-01:00`, `mon..fri,9:00~11:00/2` or
+/// `00:00-24:00/4`: it goes into `snap set` as one argument, so no spaces,
+/// newlines or shell metacharacters.
+fn snapd_refresh(m: &Map<String, Value>) -> Result<SnapdRefresh, String> {
+    let v = string(m, "snapd_refresh")?.map(str::trim);
+    Ok(match v {
+        None | Some("max") => SnapdRefresh::Hold,
+        Some("") => SnapdRefresh::SnapdDefault,
+        Some(t)
+            if t.len() <= 200
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ":,-./~".contains(c)) =>
+        {
+            SnapdRefresh::Timer(t.to_string())
+        }
+        Some(t) => {
+            return Err(format!(
+                "config snapd_refresh={t:?} is not \"max\", \"\" or a snapd refresh.timer (letters, digits and :,-./~ only)"
+            ))
+        }
+    })
+}
+
+fn cipher_suites(m: &Map<String, Value>) -> Result<Vec<String>, String> {
+    let text = string(m, "tls_cipher_suites")?.unwrap_or("");
+    let mut out = Vec::new();
+    for name in text.split(|c: char| c == ',' || c.is_whitespace()) {
+        if name.is_empty() {
+            continue;
+        }
+        if !ETCD_CIPHER_SUITES.contains(&name) {
+            return Err(format!(
+                "config tls_cipher_suites: {name:?} is not a TLS cipher suite etcd accepts (Go names such as TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)"
+            ));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+/// A one-line word list for a nagios config file: printable, no newlines.
+fn nagios(m: &Map<String, Value>, key: &str, default: &str) -> Result<String, String> {
+    let v = string(m, key)?.unwrap_or(default).trim();
+    if v.chars().any(|c| c.is_control()) {
+        return Err(format!("config {key}={v:?} must be one line"));
+    }
+    Ok(v.to_string())
 }
 
 fn int(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
@@ -84,6 +196,14 @@ impl CharmConfig {
                 Some(n) => Err(format!("config {key}={n} must be positive")),
             }
         };
+        let bind_with_insecure_http =
+            boolean(m, "bind_with_insecure_http", d.bind_with_insecure_http)?;
+        let insecure_port = super::options::INSECURE_HTTP_PORT;
+        if bind_with_insecure_http && (port_ == insecure_port || management_port == insecure_port) {
+            return Err(format!(
+                "config bind_with_insecure_http=true listens on 127.0.0.1:{insecure_port}, which port or management_port already uses"
+            ));
+        }
         let heartbeat_interval = positive("heartbeat_interval", d.heartbeat_interval)?;
         let election_timeout = positive("election_timeout", d.election_timeout)?;
         // etcd refuses to start otherwise; say so before it does.
@@ -92,15 +212,8 @@ impl CharmConfig {
                 "config election_timeout={election_timeout} must be at least 5 x heartbeat_interval={heartbeat_interval}"
             ));
         }
-        let bind_to_all_interfaces = match m.get("bind_to_all_interfaces") {
-            None | Some(Value::Null) => d.bind_to_all_interfaces,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return Err(format!(
-                    "config bind_to_all_interfaces={v} is not a boolean"
-                ))
-            }
-        };
+        let bind_to_all_interfaces =
+            boolean(m, "bind_to_all_interfaces", d.bind_to_all_interfaces)?;
         let channel = match m.get("channel") {
             None | Some(Value::Null) => d.channel,
             // "auto": the channel this charm ships with.
@@ -121,6 +234,11 @@ impl CharmConfig {
             election_timeout,
             bind_to_all_interfaces,
             channel,
+            bind_with_insecure_http,
+            snapd_refresh: snapd_refresh(m)?,
+            tls_cipher_suites: cipher_suites(m)?,
+            nagios_context: nagios(m, "nagios_context", &d.nagios_context)?,
+            nagios_servicegroups: nagios(m, "nagios_servicegroups", &d.nagios_servicegroups)?,
         })
     }
 }
@@ -178,9 +296,73 @@ mod tests {
             (json!({"channel": "3.4/stable\nx: y"}), "channel"),
             (json!({"snapshot_count": -1}), "snapshot_count=-1"),
             (json!({"port": 1.5}), "port=1.5"),
+            (
+                json!({"bind_with_insecure_http": "true"}),
+                "bind_with_insecure_http",
+            ),
+            (
+                json!({"bind_with_insecure_http": true, "port": 4001}),
+                "bind_with_insecure_http=true",
+            ),
+            (json!({"snapd_refresh": "fri 23:00"}), "snapd_refresh"),
+            (json!({"snapd_refresh": "fri;reboot"}), "snapd_refresh"),
+            (json!({"snapd_refresh": "$(x)"}), "snapd_refresh"),
+            (json!({"snapd_refresh": 5}), "snapd_refresh"),
+            (
+                json!({"tls_cipher_suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 TLS_FOO"}),
+                "\"TLS_FOO\"",
+            ),
+            (json!({"nagios_context": "a\nb"}), "nagios_context"),
+            (
+                json!({"nagios_servicegroups": true}),
+                "nagios_servicegroups",
+            ),
         ] {
             let e = parse(v.clone()).unwrap_err();
             assert!(e.contains(needle), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn python_charm_options_of_the_refresh() {
+        let c = parse(json!({
+            "bind_with_insecure_http": true,
+            "snapd_refresh": "fri,23:00-01:00",
+            "tls_cipher_suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+            "nagios_context": "prod",
+            "nagios_servicegroups": "etcd,k8s",
+        }))
+        .unwrap();
+        assert!(c.bind_with_insecure_http);
+        assert_eq!(
+            c.snapd_refresh,
+            SnapdRefresh::Timer("fri,23:00-01:00".into())
+        );
+        assert_eq!(
+            c.tls_cipher_suites,
+            [
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305"
+            ]
+        );
+        assert_eq!(
+            (c.nagios_context.as_str(), c.nagios_servicegroups.as_str()),
+            ("prod", "etcd,k8s")
+        );
+        // The Python charm's defaults, as config-get hands them over.
+        let d = parse(json!({"snapd_refresh": "max", "tls_cipher_suites": "",
+            "nagios_context": "juju", "nagios_servicegroups": "", "bind_with_insecure_http": false}))
+        .unwrap();
+        assert_eq!(d, CharmConfig::default());
+        assert_eq!(
+            parse(json!({"snapd_refresh": ""})).unwrap().snapd_refresh,
+            SnapdRefresh::SnapdDefault
+        );
+        for t in ["00:00-24:00/4", "mon..fri,9:00~11:00", "sat5,20:00"] {
+            assert_eq!(
+                parse(json!({ "snapd_refresh": t })).unwrap().snapd_refresh,
+                SnapdRefresh::Timer(t.into())
+            );
         }
     }
 }

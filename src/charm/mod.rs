@@ -3,11 +3,13 @@
 
 pub mod actions;
 pub mod apply;
+pub mod compat;
 pub mod config;
 pub mod dryrun;
 pub mod leader;
 pub mod logging;
 pub mod observe;
+pub mod options;
 pub mod plan;
 pub mod token;
 
@@ -93,7 +95,12 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         let channel = o.config.as_ref().map_or("auto", |c| c.channel.as_str());
         let service = Service::from_env(paths.clone(), channel);
         let dropin = service.desired_dropin()?;
-        let p = plan::plan(&o, &paths, dropin);
+        let mut p = plan::plan(&o, &paths, dropin);
+        if pass > 1 {
+            // Set once per hook: a later pass would only repeat the snap calls.
+            p.steps
+                .retain(|s| !matches!(s, plan::Step::SnapdRefresh(_)));
+        }
         let done = p.steps.is_empty()
             || p.steps.iter().all(|s| {
                 matches!(
@@ -102,6 +109,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                         | plan::Step::SetVersion(_)
                         | plan::Step::Publish(_)
                         | plan::Step::PublishClient { .. }
+                        | plan::Step::SnapdRefresh(_)
                 )
             });
         debug!("pass {pass}: {} step(s)", p.steps.len());

@@ -94,6 +94,8 @@ pub enum Step {
     Migrate(MigrationStep),
     /// The running member must be the one its WAL records; else blocked.
     VerifyMember(WalIds),
+    /// Snap backend: hold etcd's auto-refresh, or set snapd's timer (options.rs).
+    SnapdRefresh(super::config::SnapdRefresh),
 }
 
 impl std::fmt::Display for Step {
@@ -138,6 +140,7 @@ impl std::fmt::Display for Step {
             Step::VerifyMember(ids) => {
                 write!(f, "check that the running member is {ids}")
             }
+            Step::SnapdRefresh(r) => write!(f, "{r}"),
         }
     }
 }
@@ -214,7 +217,7 @@ pub fn desired_config(
         name: o.member_name.clone(),
         data_dir: paths.data_dir().to_string_lossy().into_owned(),
         listen_peer_urls: vec![listen_peer],
-        listen_client_urls: vec![listen_client],
+        listen_client_urls: super::options::listen_client_urls(c, listen_client),
         initial_advertise_peer_urls: vec![peer],
         advertise_client_urls: vec![client],
         initial_cluster,
@@ -372,6 +375,8 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     if o.etcd_version.is_none() {
         p.steps.push(Step::InstallEtcd);
     }
+    p.steps
+        .extend(super::options::snapd_refresh_step(o, &c, dropin.is_some()));
     if let Some(d) = dropin {
         if o.dropin_text.as_deref() != Some(d.as_str()) {
             p.steps.push(Step::WriteDropIn);

@@ -899,3 +899,80 @@ fn the_drop_in_is_written_when_it_differs_and_removed_with_the_unit() {
     // The direct backend has no drop-in.
     assert!(plan(&o, &paths(), None).steps.is_empty());
 }
+
+fn settled_config(o: &Observed, c: &CharmConfig) -> String {
+    crate::render::render_etcd_config(&desired_config(
+        o,
+        c,
+        &paths(),
+        "ABC123",
+        crate::render::ClusterState::Existing,
+        vec![("etcd0".into(), "http://10.0.0.1:2380".into())],
+    ))
+}
+
+#[test]
+fn bind_with_insecure_http_adds_the_loopback_listener_and_restarts() {
+    let mut o = healthy_leader();
+    o.config_text = Some(settled_config(&o, &CharmConfig::default()));
+    let c = CharmConfig {
+        bind_with_insecure_http: true,
+        ..CharmConfig::default()
+    };
+    o.config = Ok(c);
+    let p = plan(&o, &paths(), None);
+    let text = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the config is rewritten");
+    assert!(
+        text.contains("listen-client-urls: \"http://0.0.0.0:2379,http://127.0.0.1:4001\""),
+        "{text}"
+    );
+    assert!(p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
+}
+
+#[test]
+fn snapd_refresh_is_set_by_the_hooks_that_change_it_on_the_snap_backend_only() {
+    use super::config::SnapdRefresh;
+    let dropin = Some("[Service]\n".to_string());
+    let mut o = healthy_leader();
+    o.dropin_text = dropin.clone();
+    o.config_text = Some(settled_config(&o, &CharmConfig::default()));
+    for (event, planned) in [
+        (Event::ConfigChanged, true),
+        (Event::UpgradeCharm, true),
+        (Event::Install, true),
+        (Event::UpdateStatus, false),
+        (Event::Start, false),
+    ] {
+        o.event = event.clone();
+        let p = plan(&o, &paths(), dropin.clone());
+        assert_eq!(
+            p.steps.contains(&Step::SnapdRefresh(SnapdRefresh::Hold)),
+            planned,
+            "{event:?}: {:?}",
+            p.steps
+        );
+        // The direct backend (no drop-in) has no snapd.
+        assert!(!has(&plan(&o, &paths(), None), |s| matches!(
+            s,
+            Step::SnapdRefresh(_)
+        )));
+    }
+    o.event = Event::ConfigChanged;
+    o.config = Ok(CharmConfig {
+        snapd_refresh: SnapdRefresh::Timer("fri,23:00".into()),
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), dropin);
+    assert!(p
+        .steps
+        .contains(&Step::SnapdRefresh(SnapdRefresh::Timer("fri,23:00".into()))));
+    // A timer is no runtime option of etcd: no restart.
+    assert!(!p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
+}

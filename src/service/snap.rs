@@ -3,7 +3,7 @@
 //! below); the few functions that run them stay thin, since neither snapd
 //! nor a systemd PID 1 exist where the tests run.
 
-use super::{err, write_atomic, Cmd, Installed, Result};
+use super::{err, write_atomic, Cmd, Installed, Result, SnapdRefresh};
 use crate::paths::Paths;
 use crate::render::{render_dropin, DropIn};
 
@@ -19,6 +19,46 @@ pub fn snap_install_cmd(channel: &str) -> Cmd {
 
 pub fn snap_refresh_cmd(channel: &str) -> Cmd {
     Cmd::new("snap", &["refresh", "etcd", "--channel", channel])
+}
+
+/// Holds etcd's automatic refreshes (snapd 2.58+: indefinitely); the
+/// charm's own `snap refresh etcd --channel` still goes through.
+pub fn snap_hold_cmd() -> Cmd {
+    Cmd::new("snap", &["refresh", "--hold", "etcd"])
+}
+
+pub fn snap_unhold_cmd() -> Cmd {
+    Cmd::new("snap", &["refresh", "--unhold", "etcd"])
+}
+
+/// Machine-wide, as the Python charm set it (on `core`, the old name of
+/// snapd's `system` settings).
+pub fn refresh_timer_cmd(timer: &str) -> Cmd {
+    Cmd::new(
+        "snap",
+        &["set", "system", &format!("refresh.timer={timer}")],
+    )
+}
+
+pub fn unset_refresh_timer_cmd() -> Cmd {
+    Cmd::new("snap", &["unset", "system", "refresh.timer"])
+}
+
+/// What `snapd_refresh` runs: `max` holds etcd and leaves the machine's
+/// timer alone; a timer or `""` unholds etcd and sets or resets the timer.
+pub fn snapd_refresh_cmds(policy: &SnapdRefresh) -> Vec<Cmd> {
+    match policy {
+        SnapdRefresh::Hold => vec![snap_hold_cmd()],
+        SnapdRefresh::Timer(t) => vec![snap_unhold_cmd(), refresh_timer_cmd(t)],
+        SnapdRefresh::SnapdDefault => vec![snap_unhold_cmd(), unset_refresh_timer_cmd()],
+    }
+}
+
+pub(super) fn set_snapd_refresh(policy: &SnapdRefresh) -> Result<()> {
+    for cmd in snapd_refresh_cmds(policy) {
+        cmd.run()?;
+    }
+    Ok(())
 }
 
 pub fn snap_list_cmd() -> Cmd {
@@ -247,6 +287,34 @@ mod tests {
             ["snap", "refresh", "etcd", "--channel", "3.5/edge"]
         );
         assert_eq!(argv(&snap_list_cmd()), ["snap", "list", "etcd"]);
+    }
+
+    #[test]
+    fn snapd_refresh_commands() {
+        let all = |p: SnapdRefresh| -> Vec<Vec<String>> {
+            snapd_refresh_cmds(&p)
+                .iter()
+                .map(|c| argv(c).into_iter().map(String::from).collect())
+                .collect()
+        };
+        assert_eq!(
+            all(SnapdRefresh::Hold),
+            [["snap", "refresh", "--hold", "etcd"]]
+        );
+        assert_eq!(
+            all(SnapdRefresh::Timer("fri,23:00-01:00".into())),
+            [
+                vec!["snap", "refresh", "--unhold", "etcd"],
+                vec!["snap", "set", "system", "refresh.timer=fri,23:00-01:00"]
+            ]
+        );
+        assert_eq!(
+            all(SnapdRefresh::SnapdDefault),
+            [
+                vec!["snap", "refresh", "--unhold", "etcd"],
+                vec!["snap", "unset", "system", "refresh.timer"]
+            ]
+        );
     }
 
     #[test]
