@@ -9,7 +9,7 @@
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
-//! - `migrate`   — moving a member out of a legacy location, crash-safely (pure plan + apply).
+//! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
