@@ -1,7 +1,7 @@
 //! The migration executor: performs one [`MigrationStep`] at a time, each a
 //! rename or a write under a name nothing else reads.
 
-use super::copy::{copy_member, tree_sizes};
+use super::copy::{copy_checked, tree_sizes};
 use super::{aside_base, snapshot_name, Aside, MigrationStep};
 use crate::error::{io, Error, Result};
 use crate::wal::{self, WalIds};
@@ -22,14 +22,14 @@ pub fn apply(step: &MigrationStep, report: Report<'_>) -> Result<Option<String>>
             name,
             ids,
             backup_dir,
-        } => snapshot(member_dir, name, *ids, backup_dir, &stamp, report).map(|_| None),
+        } => snapshot_checked(member_dir, name, *ids, backup_dir, &stamp, report),
         MigrationStep::SetAside { path, kind } => set_aside(path, *kind, &stamp).map(|_| None),
         MigrationStep::SetAsideWalDir { wal_dir } => {
             set_aside_wal_dir(wal_dir, &stamp).map(|_| None)
         }
         MigrationStep::Rename { from, to } => rename_member(from, to).map(|_| None),
         MigrationStep::Copy { from, wal_dir, to } => {
-            copy_member(from, wal_dir.as_deref(), to, report).map(|_| None)
+            copy_checked(from, wal_dir.as_deref(), to, report)
         }
         MigrationStep::Verify {
             from,
@@ -205,6 +205,58 @@ fn verify(
     std::fs::rename(copy, to).map_err(io("renaming the verified copy", copy))?;
     sync_dir(parent(to))?;
     Ok(None)
+}
+
+/// [`snapshot`] when it fits the backup dir's free space now; first drops
+/// this member's `.partial` snapshots left by killed attempts (never a
+/// backup: the db they copy is still in place), and a snapshot that fails
+/// part way removes its own `.partial`, so retries never pile them up.
+fn snapshot_checked(
+    member_dir: &Path,
+    name: &str,
+    ids: WalIds,
+    backup_dir: &Path,
+    stamp: &str,
+    report: Report<'_>,
+) -> Result<Option<String>> {
+    let marker = format!("-migrate-{name}-{:x}.partial", ids.member_id);
+    if let Ok(rd) = std::fs::read_dir(backup_dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(&marker) {
+                remove_partial(&e.path());
+            }
+        }
+    }
+    let db = member_dir.join("snap").join("db");
+    let size = match std::fs::metadata(&db) {
+        Ok(m) if m.is_file() => m.len(),
+        _ => crate::layout::tree_bytes(&member_dir.join("snap")),
+    };
+    let what = format!("the pre-migration snapshot of {}", member_dir.display());
+    if let Some(msg) = crate::space::check(&what, size, backup_dir) {
+        return Ok(Some(msg));
+    }
+    match snapshot(member_dir, name, ids, backup_dir, stamp, report) {
+        Ok(_) => Ok(None),
+        Err(e) => {
+            let partial = backup_dir.join(format!(
+                "{}.partial",
+                snapshot_name(stamp, name, ids.member_id)
+            ));
+            remove_partial(&partial);
+            Err(e)
+        }
+    }
+}
+
+fn remove_partial(p: &Path) {
+    if p.symlink_metadata().is_err() {
+        return;
+    }
+    match std::fs::remove_dir_all(p) {
+        Ok(()) => tracing::warn!("removed the partial snapshot {}", p.display()),
+        Err(e) => tracing::warn!("cannot remove the partial snapshot {}: {e}", p.display()),
+    }
 }
 
 fn snapshot(

@@ -35,6 +35,48 @@ pub(super) fn tree_sizes(
     Ok(out)
 }
 
+/// [`copy_member`] when the copy fits the target's free space now (else
+/// `Ok(Some(blocked message))`, nothing written). A copy that fails part
+/// way (the disk filled anyway, an I/O error) removes what it wrote itself:
+/// a partial copy of a source that is still in place holds nothing of its
+/// own, and keeping one per failed attempt is what would fill the disk.
+pub(super) fn copy_checked(
+    from: &Path,
+    wal_dir: Option<&Path>,
+    to: &Path,
+    report: Report<'_>,
+) -> Result<Option<String>> {
+    let mut total: u64 = tree_sizes(from, Path::new(""), wal_dir.is_some())?
+        .values()
+        .sum();
+    if let Some(w) = wal_dir {
+        total += tree_sizes(w, Path::new("wal"), false)?
+            .values()
+            .sum::<u64>();
+    }
+    let target = parent(to);
+    if let Some(msg) =
+        crate::space::check(&format!("the copy of {}", from.display()), total, target)
+    {
+        return Ok(Some(msg));
+    }
+    let existed = to.symlink_metadata().is_ok();
+    match copy_member(from, wal_dir, to, report) {
+        Ok(()) => Ok(None),
+        Err(e) => {
+            if !existed && to.symlink_metadata().is_ok() {
+                match std::fs::remove_dir_all(to) {
+                    Ok(()) => tracing::warn!("removed the partial copy {}", to.display()),
+                    Err(r) => {
+                        tracing::warn!("cannot remove the partial copy {}: {r}", to.display())
+                    }
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Bytes per `copy_file_range` round: big enough that the kernel streams,
 /// small enough that progress (and the half-way failpoint) moves.
 const COPY_CHUNK: u64 = 64 << 20;

@@ -272,4 +272,6 @@ fn aside_base(path: &Path, kind: Aside) -> String {
 }
 
 #[cfg(test)]
+mod space_tests;
+#[cfg(test)]
 mod tests;

@@ -8,7 +8,75 @@ use crate::wal::WalIds;
 use std::path::{Path, PathBuf};
 
 /// Decides what to do with this unit's member. Pure: reads only `layout`.
+/// A plan whose copies do not fit the observed free space is blocked
+/// before anything is touched (the executor checks again as it writes).
 pub fn plan_migration(layout: &DiskLayout, paths: &Paths, member_name: &str) -> Migration {
+    let planned = plan_steps(layout, paths, member_name);
+    if let Migration::Migrate { steps, .. } = &planned {
+        if let Some(message) = space_shortfall(layout, paths, steps) {
+            return Migration::Conflict { message };
+        }
+    }
+    planned
+}
+
+/// The first copy of `steps` that does not fit, as a blocked message.
+fn space_shortfall(layout: &DiskLayout, paths: &Paths, steps: &[MigrationStep]) -> Option<String> {
+    let space = layout.migration.space.as_ref()?;
+    let show = |p: &Path| paths.unhost(p).display().to_string();
+    let location_of = |member_dir: &Path| {
+        layout
+            .locations
+            .iter()
+            .find(|l| l.path.join("member") == member_dir)
+    };
+    let mut copy_bytes = 0;
+    for s in steps {
+        if let MigrationStep::Copy { from, to, .. } = s {
+            let bytes = location_of(from)
+                .and_then(|l| space.member_bytes.get(&l.path))
+                .copied()
+                .unwrap_or(0);
+            copy_bytes += bytes;
+            let dir = to.parent().unwrap_or(to);
+            if let Some(m) = crate::space::shortfall(
+                &format!("the copy of {}", show(from)),
+                bytes,
+                Path::new(&show(dir)),
+                space.canonical_free,
+            ) {
+                return Some(m);
+            }
+        }
+    }
+    for s in steps {
+        if let MigrationStep::Snapshot {
+            member_dir,
+            backup_dir,
+            ..
+        } = s
+        {
+            let l = location_of(member_dir);
+            let bytes = l
+                .and_then(|l| l.facts.db_size)
+                .or_else(|| l.and_then(|l| space.member_bytes.get(&l.path)).copied())
+                .unwrap_or(0);
+            // On one file system the copy and the snapshot share its space.
+            let shared = if space.same_fs { copy_bytes } else { 0 };
+            if let Some(m) = crate::space::shortfall(
+                &format!("the pre-migration snapshot of {}", show(member_dir)),
+                bytes + shared,
+                Path::new(&show(backup_dir)),
+                space.backup_free,
+            ) {
+                return Some(m);
+            }
+        }
+    }
+    None
+}
+
+fn plan_steps(layout: &DiskLayout, paths: &Paths, member_name: &str) -> Migration {
     let show = |p: &Path| paths.unhost(p).display().to_string();
     let conflict = |message: String| Migration::Conflict { message };
 
