@@ -242,6 +242,23 @@ pub struct MigrationFacts {
     pub snapshots: Vec<Snapshot>,
     /// `ETCD_CHARM_MIGRATE=copy`: copy even within one file system (tests).
     pub force_copy: bool,
+    /// Sizes and free space a copy needs (None when not read, as in pure
+    /// tests: the planner then leaves the check to the executor).
+    pub space: Option<SpaceFacts>,
+}
+
+/// What decides whether a migration's copies fit (see [`crate::space`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpaceFacts {
+    /// Bytes under each non-canonical location's `member/` (and its
+    /// wal-dir), by location path.
+    pub member_bytes: BTreeMap<PathBuf, u64>,
+    /// Free bytes in the canonical data dir's file system.
+    pub canonical_free: u64,
+    /// Free bytes in the backup dir's file system.
+    pub backup_free: u64,
+    /// Both are one file system: a copy and a snapshot share its space.
+    pub same_fs: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,12 +343,61 @@ pub fn observe(paths: &Paths, member_name: &str) -> DiskLayout {
             member,
         });
     }
+    let mut migration = migration_facts(paths, member_name);
+    migration.space = space_facts(paths, &locations);
     DiskLayout {
         config,
         env_configs,
         locations,
-        migration: migration_facts(paths, member_name),
+        migration,
     }
+}
+
+/// Free space and source sizes, read only when a member sits outside the
+/// canonical dir (the only time a migration copies).
+fn space_facts(paths: &Paths, locations: &[Location]) -> Option<SpaceFacts> {
+    let sources: Vec<&Location> = locations
+        .iter()
+        .filter(|l| l.role != Role::Canonical && l.facts.member_dir)
+        .collect();
+    if sources.is_empty() {
+        return None;
+    }
+    let mut member_bytes = BTreeMap::new();
+    for l in sources {
+        let mut n = tree_bytes(&l.path.join("member"));
+        if let Some(w) = &l.facts.wal_dir {
+            n += tree_bytes(w);
+        }
+        member_bytes.insert(l.path.clone(), n);
+    }
+    let canon = paths.data_dir();
+    let backups = paths.backup_dir();
+    Some(SpaceFacts {
+        member_bytes,
+        canonical_free: crate::space::free_bytes(&canon).ok()?,
+        backup_free: crate::space::free_bytes(&backups).ok()?,
+        same_fs: device_of(&canon) == device_of(&backups),
+    })
+}
+
+/// Bytes in the files under `dir` (symlinks not followed; bounded depth).
+pub fn tree_bytes(dir: &Path) -> u64 {
+    fn walk(p: &Path, depth: usize) -> u64 {
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            return 0;
+        };
+        if meta.is_file() {
+            return meta.len();
+        }
+        if !meta.is_dir() || depth >= 8 {
+            return 0;
+        }
+        std::fs::read_dir(p)
+            .map(|rd| rd.flatten().map(|e| walk(&e.path(), depth + 1)).sum())
+            .unwrap_or(0)
+    }
+    walk(dir, 0)
 }
 
 fn dir_facts(data_dir: &Path, wal_dir: Option<PathBuf>) -> DirFacts {
@@ -413,6 +479,7 @@ fn migration_facts(paths: &Paths, member_name: &str) -> MigrationFacts {
         verified: staged(data.join(crate::migrate::VERIFIED)),
         snapshots,
         force_copy: std::env::var(crate::migrate::FORCE_ENV).is_ok_and(|v| v == "copy"),
+        space: None,
     }
 }
 

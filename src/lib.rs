@@ -10,7 +10,8 @@
 //! - `restart`   — the restart policy the systemd drop-in and the direct supervisor share.
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
-//! - `migrate`   — moving a member out of a legacy location, crash-safely (pure plan + apply).
+//! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
+//! - `space`     — free space before a copy: need = size + margin, blocked when short.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
@@ -38,4 +39,5 @@ pub mod render;
 pub mod restart;
 pub mod service;
 pub mod sim;
+pub mod space;
 pub mod wal;

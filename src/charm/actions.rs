@@ -33,9 +33,19 @@ fn snapshot(tools: &HookTools, paths: &Paths) -> Result<Databag> {
     std::fs::create_dir_all(&dir).map_err(crate::error::io("creating", &dir))?;
     let stamp = super::apply::utc_stamp(SystemTime::now());
     let file: PathBuf = dir.join(format!("etcd-snapshot-{stamp}.db"));
+    // The snapshot is about the size of the member's db: check it fits.
+    let db = paths.data_dir().join("member/snap/db");
+    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    if let Some(msg) = crate::space::check("the snapshot", size, &dir) {
+        return Err(Error::Other(msg));
+    }
     let ep = own_endpoint(tools)?;
     let _ = tools.action_log(&format!("streaming a snapshot from {ep}"));
-    let size = etcd::block_on(etcd::snapshot_to(&ep, &file))?;
+    // A stream that fails part way leaves its `.part`: remove it, so
+    // retries of the action never pile partial snapshots up.
+    let size = etcd::block_on(etcd::snapshot_to(&ep, &file)).inspect_err(|_| {
+        let _ = std::fs::remove_file(file.with_extension("part"));
+    })?;
     let mut out = Databag::new();
     out.insert("path".into(), file.display().to_string());
     out.insert("size".into(), size.to_string());

@@ -1,10 +1,15 @@
 //! The migration planner on every layout (pure), and its steps on temp dirs,
 //! including a kill after each step of the plan converging.
 
+use super::copy::{copy_member, tree_sizes};
 use super::*;
 use crate::layout::{DirFacts, FoundConfig, MigrationFacts, Snapshot, Staged};
+use crate::layout::{DiskLayout, Location, Role};
+use crate::paths::Paths;
 use crate::wal::write_test_segment;
+use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
+use std::time::{Duration, SystemTime};
 
 const OLD: WalIds = WalIds {
     member_id: 0x8e9e_05c5_2164_694d,
