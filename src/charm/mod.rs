@@ -3,10 +3,13 @@
 
 pub mod actions;
 pub mod apply;
+pub mod checks;
 pub mod config;
 pub mod dryrun;
 pub mod leader;
 pub mod logging;
+pub mod monitoring;
+pub mod nagios;
 pub mod observe;
 pub mod plan;
 pub mod token;
@@ -102,6 +105,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                         | plan::Step::SetVersion(_)
                         | plan::Step::Publish(_)
                         | plan::Step::PublishClient { .. }
+                        | plan::Step::Monitoring(_)
                 )
             });
         debug!("pass {pass}: {} step(s)", p.steps.len());

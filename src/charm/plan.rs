@@ -94,6 +94,8 @@ pub enum Step {
     Migrate(MigrationStep),
     /// The running member must be the one its WAL records; else blocked.
     VerifyMember(WalIds),
+    /// prometheus, grafana, nrpe-external-master (monitoring.rs).
+    Monitoring(super::monitoring::MonitoringStep),
 }
 
 impl std::fmt::Display for Step {
@@ -138,6 +140,7 @@ impl std::fmt::Display for Step {
             Step::VerifyMember(ids) => {
                 write!(f, "check that the running member is {ids}")
             }
+            Step::Monitoring(m) => write!(f, "{m}"),
         }
     }
 }
@@ -448,6 +451,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         p.steps.push(Step::Publish(changed));
     }
 
+    super::monitoring::plan(o, paths, &mut p);
     if o.event == Event::Stop {
         plan_stop(o, &mut p);
         return p;
