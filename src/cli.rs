@@ -37,6 +37,26 @@ pub enum Command {
         #[arg(long)]
         unit: Option<String>,
     },
+    /// A Nagios plugin, as nagios-nrpe-server runs it for the
+    /// nrpe-external-master checks: one line of output, exit 0 OK,
+    /// 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads etcd.conf.yml for the endpoint.
+    NrpeCheck {
+        #[arg(value_enum)]
+        check: NrpeCheck,
+        /// The root the unit's paths live under (ETCD_CHARM_ROOT; default /).
+        #[arg(long)]
+        root: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NrpeCheck {
+    /// This member answers and the cluster has a leader.
+    Health,
+    /// No alarm (NOSPACE, CORRUPT) is raised.
+    Alarms,
+    /// The systemd unit snap.etcd.etcd is active (snap backend).
+    Systemd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

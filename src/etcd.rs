@@ -166,6 +166,23 @@ pub async fn member_status(endpoint: &str) -> Result<MemberStatus> {
     })
 }
 
+/// The alarms raised in the cluster, as `endpoint` reports them: (member
+/// ID, alarm name such as `Nospace` or `Corrupt`).
+pub async fn alarms(endpoint: &str) -> Result<Vec<(u64, String)>> {
+    use etcd_client::{AlarmAction, AlarmType};
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let r = bounded(
+        endpoint,
+        "alarm list",
+        c.alarm(AlarmAction::Get, AlarmType::None, None),
+    )
+    .await?;
+    Ok(r.alarms()
+        .iter()
+        .map(|a| (a.member_id(), format!("{:?}", a.alarm())))
+        .collect())
+}
+
 /// The member list as `endpoint` sees it, with that member's status.
 pub async fn view_from(endpoint: &str) -> Result<ClusterView> {
     let status = member_status(endpoint).await?;

@@ -56,5 +56,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|| "etcd".into());
             etcd_charm::service::supervise(&paths, &bin)
         }
+        Command::NrpeCheck { check, root } => {
+            let paths = root.map(Paths::new).unwrap_or(paths);
+            etcd_charm::charm::checks::run(check, &paths)
+        }
     }
 }

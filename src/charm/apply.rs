@@ -141,6 +141,7 @@ impl Applier<'_> {
             }
             Step::VerifyMember(ids) => return self.verify_member(*ids),
             Step::SnapdRefresh(r) => self.service.set_snapd_refresh(r)?,
+            Step::Monitoring(m) => super::monitoring::apply(m, self.tools, self.paths)?,
         }
         Ok(None)
     }
@@ -408,6 +409,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::Migrate(m) => m.key(),
         Step::VerifyMember(_) => "verify-member",
         Step::SnapdRefresh(_) => "snapd-refresh",
+        Step::Monitoring(m) => m.key(),
     }
 }
 

@@ -3,11 +3,14 @@
 
 pub mod actions;
 pub mod apply;
+pub mod checks;
 pub mod compat;
 pub mod config;
 pub mod dryrun;
 pub mod leader;
 pub mod logging;
+pub mod monitoring;
+pub mod nagios;
 pub mod observe;
 pub mod options;
 pub mod plan;
@@ -110,6 +113,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                         | plan::Step::Publish(_)
                         | plan::Step::PublishClient { .. }
                         | plan::Step::SnapdRefresh(_)
+                        | plan::Step::Monitoring(_)
                 )
             });
         debug!("pass {pass}: {} step(s)", p.steps.len());

@@ -67,6 +67,8 @@ pub struct Observed {
     pub local: Option<ClusterView>,
     /// The cluster as any reachable member sees it (own member first).
     pub cluster: Option<ClusterView>,
+    /// The prometheus, grafana and nrpe-external-master endpoints.
+    pub monitoring: super::monitoring::Monitoring,
 }
 
 impl Observed {
@@ -347,6 +349,7 @@ pub fn observe_with(
         active,
         local,
         cluster,
+        monitoring: super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?,
     };
     Ok((observed, unread))
 }

@@ -96,6 +96,8 @@ pub enum Step {
     VerifyMember(WalIds),
     /// Snap backend: hold etcd's auto-refresh, or set snapd's timer (options.rs).
     SnapdRefresh(super::config::SnapdRefresh),
+    /// prometheus, grafana, nrpe-external-master (monitoring.rs).
+    Monitoring(super::monitoring::MonitoringStep),
 }
 
 impl std::fmt::Display for Step {
@@ -141,6 +143,7 @@ impl std::fmt::Display for Step {
                 write!(f, "check that the running member is {ids}")
             }
             Step::SnapdRefresh(r) => write!(f, "{r}"),
+            Step::Monitoring(m) => write!(f, "{m}"),
         }
     }
 }
@@ -460,6 +463,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         p.steps.push(Step::Publish(changed));
     }
 
+    super::monitoring::plan(o, paths, &mut p);
     if o.event == Event::Stop {
         plan_stop(o, &mut p);
         return p;

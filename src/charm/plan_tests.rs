@@ -63,6 +63,7 @@ fn fresh(leader: bool) -> Observed {
         active: false,
         local: None,
         cluster: None,
+        monitoring: Default::default(),
     }
 }
 
