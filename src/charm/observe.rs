@@ -67,6 +67,10 @@ pub struct Observed {
     pub local: Option<ClusterView>,
     /// The cluster as any reachable member sees it (own member first).
     pub cluster: Option<ClusterView>,
+    /// A freshly generated candidate token (or why none could be had): the
+    /// randomness is read here so the plan stays pure; the plan uses it
+    /// only when no record of a token exists and it must create one.
+    pub fresh_token: std::result::Result<String, String>,
 }
 
 impl Observed {
@@ -262,7 +266,7 @@ pub fn observe_with(
     let active = service.is_active().unwrap_or(false);
 
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
-    let own_endpoint = format!("http://{client_address}:{client_port}");
+    let own_endpoint = crate::addr::http(&client_address, client_port);
     let local = if active {
         etcd::block_on(etcd::view_from(&own_endpoint)).ok()
     } else {
@@ -347,6 +351,7 @@ pub fn observe_with(
         active,
         local,
         cluster,
+        fresh_token: super::token::generate(),
     };
     Ok((observed, unread))
 }

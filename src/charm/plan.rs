@@ -56,6 +56,8 @@ pub enum Step {
     WriteConfig {
         text: String,
         why: String,
+        /// What `text` renders; apply validates it before writing.
+        config: Box<EtcdConfig>,
     },
     /// `member update`: the unit's peer address changed.
     UpdatePeerUrl {
@@ -161,11 +163,11 @@ impl Plan {
 }
 
 pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    format!("http://{}:{}", o.address, c.management_port)
+    crate::addr::http(&o.address, c.management_port)
 }
 
 pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    format!("http://{}:{}", o.client_address, c.port)
+    crate::addr::http(&o.client_address, c.port)
 }
 
 /// Parses a join record: `<member id hex> <initial-cluster>`.
@@ -197,8 +199,8 @@ pub fn desired_config(
     let client = client_url(o, c);
     let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
         (
-            format!("http://0.0.0.0:{}", c.management_port),
-            format!("http://0.0.0.0:{}", c.port),
+            crate::addr::http("0.0.0.0", c.management_port),
+            crate::addr::http("0.0.0.0", c.port),
         )
     } else {
         (peer.clone(), client.clone())
@@ -252,7 +254,10 @@ fn choose_token(
         return Ok(Some(found));
     }
     if o.is_leader && may_generate {
-        return token::generate().map(|t| Some((t, TokenSource::Generated)));
+        return o
+            .fresh_token
+            .clone()
+            .map(|t| Some((t, TokenSource::Generated)));
     }
     Ok(None)
 }
@@ -567,6 +572,7 @@ fn plan_with_wal(
         p.steps.push(Step::WriteConfig {
             text,
             why: "member on disk; state existing".into(),
+            config: Box::new(want),
         });
     }
     if !o.active {
@@ -628,6 +634,7 @@ fn plan_without_wal(
                     p.steps.push(Step::WriteConfig {
                         text,
                         why: format!("joining as member {id:x}"),
+                        config: Box::new(want),
                     });
                 }
                 if o.active {
@@ -658,6 +665,7 @@ fn plan_without_wal(
     p.steps.push(Step::WriteConfig {
         text: render::render_etcd_config(&want),
         why: "bootstrapping a new one-member cluster".into(),
+        config: Box::new(want),
     });
     if o.active {
         p.steps.push(Step::StopEtcd);

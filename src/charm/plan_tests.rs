@@ -63,6 +63,7 @@ fn fresh(leader: bool) -> Observed {
         active: false,
         local: None,
         cluster: None,
+        fresh_token: Ok("FRESH0TOKEN00001".into()),
     }
 }
 
@@ -121,6 +122,9 @@ fn fresh_leader_bootstraps_a_new_cluster_with_a_generated_token() {
     let p = plan(&fresh(true), &paths(), None);
     assert!(matches!(p.token, Some((_, TokenSource::Generated))));
     let token = p.token.clone().unwrap().0;
+    // The plan is pure: the token is the one observe read at random.
+    assert_eq!(token, "FRESH0TOKEN00001");
+    assert_eq!(plan(&fresh(true), &paths(), None), p);
     assert!(p
         .steps
         .contains(&Step::SetLeaderData(bag(&[("token", &token)]))));
