@@ -230,6 +230,17 @@ const ALWAYS_SET: [&str; 7] = [
 /// Basenames of argv[0] that are the entry point itself, not a hook link.
 const ENTRY_POINTS: [&str; 2] = ["dispatch", "etcd-charm"];
 
+/// The process environment as strings. A variable whose name or value is
+/// not UTF-8 cannot be a JUJU_* one we read: its value is converted lossily
+/// (and a non-UTF-8 name skipped) instead of panicking like `env::vars`.
+pub fn env_map(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> HashMap<String, String> {
+    vars.into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .collect()
+}
+
 impl HookContext {
     /// `Ok(None)` when this is not a Juju hook at all (no `JUJU_UNIT_NAME` and
     /// no `JUJU_DISPATCH_PATH`): the binary then behaves as an ordinary CLI.
@@ -409,6 +420,20 @@ fn relation_from<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_map_survives_non_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = std::ffi::OsString::from_vec(vec![b'a', 0xff, b'b']);
+        let m = env_map([
+            ("JUJU_UNIT_NAME".into(), "etcd/0".into()),
+            ("LANG_X".into(), bad.clone()),
+            (bad, "v".into()),
+        ]);
+        assert_eq!(m["JUJU_UNIT_NAME"], "etcd/0");
+        assert_eq!(m["LANG_X"], "a\u{fffd}b");
+        assert_eq!(m.len(), 2);
+    }
 
     fn rel(endpoint: &str, kind: RelationKind) -> Event {
         Event::Relation {

@@ -6,6 +6,8 @@
 //! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
 //! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
 //! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
+//! - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
+//! - `addr`      — URLs from host and port (IPv6 in brackets).
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
 //! - `restart`   — the restart policy the systemd drop-in and the direct supervisor share.
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
@@ -24,10 +26,12 @@
 //! steps and status), `apply` (the only code that changes anything), `token`,
 //! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
 
+pub mod addr;
 pub mod charm;
 pub mod cli;
 pub mod context;
 pub mod diff;
+pub mod durable;
 pub mod error;
 pub mod etcd;
 pub mod failpoint;

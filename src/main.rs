@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     // Juju never passes arguments to a hook: arguments mean a person (or
     // jujusim's dry run) is asking for a subcommand.
     if args.len() <= 1 {
-        let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+        let env = etcd_charm::context::env_map(std::env::vars_os());
         match HookContext::from_env(&env, &argv0) {
             Ok(Some(ctx)) => return etcd_charm::charm::run_hook(&ctx),
             Ok(None) => {}

@@ -310,26 +310,7 @@ impl std::fmt::Display for Cmd {
     }
 }
 
-/// Writes through a temp file beside `path` and a rename, so readers see
-/// the old content or the new, never half. Creates the parent directory.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(std::io::Error::other(format!(
-            "{} names no file",
-            path.display()
-        )));
-    };
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
+pub(crate) use crate::durable::write_atomic;
 
 /// `name` as PATH would find it: the first executable regular file.
 pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 fn own_endpoint(tools: &HookTools) -> Result<String> {
     let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Blocked)?;
     let addr = tools.network_get_ingress(super::observe::CLIENT_ENDPOINT)?;
-    Ok(format!("http://{addr}:{}", cfg.port))
+    Ok(crate::addr::http(&addr, cfg.port))
 }
 
 pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {

@@ -102,7 +102,9 @@ impl Applier<'_> {
                     self.tools.relation_set(rel, d)?;
                 }
             }
-            Step::WriteConfig { text, .. } => write_atomic(&self.paths.config_file(), text)?,
+            Step::WriteConfig { text, config, .. } => {
+                return write_config(&self.paths.config_file(), text, config)
+            }
             Step::StartEtcd => self.service.start()?,
             Step::RestartEtcd => self.service.restart()?,
             Step::StopEtcd => self.service.stop()?,
@@ -422,21 +424,26 @@ fn short(s: &str) -> String {
     format!("{cut}...")
 }
 
-/// Write to a temp file beside the target, fsync, rename: a crash leaves
-/// the old file or the new one, never half of either.
+/// [`crate::durable::write_atomic`], with the path in the error.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
-    let tmp = path.with_extension("tmp-etcd-charm");
-    let mut f = std::fs::File::create(&tmp).map_err(io("creating", &tmp))?;
-    f.write_all(text.as_bytes()).map_err(io("writing", &tmp))?;
-    f.sync_all().map_err(io("syncing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("renaming into place", path))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+    crate::durable::write_atomic(path, text.as_bytes()).map_err(io("writing", path))
+}
+
+/// Validates before writing: a config etcd would read differently (a URL
+/// holding a comma, a member name with `&`) is never written; blocked.
+pub fn write_config(
+    path: &Path,
+    text: &str,
+    config: &crate::render::EtcdConfig,
+) -> Result<Option<(StatusKind, String)>> {
+    if let Err(e) = config.validate() {
+        return Ok(Some((
+            StatusKind::Blocked,
+            format!("etcd.conf.yml not written, it would be invalid: {e}"),
+        )));
     }
-    Ok(())
+    write_atomic(path, text)?;
+    Ok(None)
 }
 
 /// `2026-11-29T17-40-05Z`, for backup names (no clock crate needed).
@@ -486,6 +493,34 @@ mod tests {
         assert_eq!(utc_stamp(t), "2026-11-29T17-40-05Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(utc_stamp(leap), "2000-02-29T00-00-00Z");
+    }
+
+    #[test]
+    fn an_invalid_config_is_never_written() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("etcd.conf.yml");
+        let mut c = crate::render::EtcdConfig {
+            name: "etcd0".into(),
+            data_dir: "/d".into(),
+            listen_peer_urls: vec!["http://10.0.0.1:2380".into()],
+            listen_client_urls: vec!["http://10.0.0.1:2379".into()],
+            initial_advertise_peer_urls: vec!["http://10.0.0.1:2380".into()],
+            advertise_client_urls: vec!["http://10.0.0.1:2379".into()],
+            initial_cluster: vec![("etcd0".into(), "http://10.0.0.1:2380".into())],
+            initial_cluster_token: "T".into(),
+            initial_cluster_state: crate::render::ClusterState::New,
+            snapshot_count: None,
+            heartbeat_interval: 100,
+            election_timeout: 1000,
+            strict_reconfig_check: true,
+        };
+        assert_eq!(write_config(&path, "ok\n", &c).unwrap(), None);
+        c.initial_cluster
+            .push(("a&b".into(), "http://10.0.0.2:2380".into()));
+        let (kind, msg) = write_config(&path, "bad\n", &c).unwrap().unwrap();
+        assert_eq!(kind, StatusKind::Blocked);
+        assert!(msg.contains("initial-cluster"), "{msg}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "ok\n");
     }
 
     #[test]

@@ -207,7 +207,10 @@ impl CharmConfig {
         let heartbeat_interval = positive("heartbeat_interval", d.heartbeat_interval)?;
         let election_timeout = positive("election_timeout", d.election_timeout)?;
         // etcd refuses to start otherwise; say so before it does.
-        if election_timeout < 5 * heartbeat_interval {
+        if heartbeat_interval
+            .checked_mul(5)
+            .is_none_or(|min| election_timeout < min)
+        {
             return Err(format!(
                 "config election_timeout={election_timeout} must be at least 5 x heartbeat_interval={heartbeat_interval}"
             ));
@@ -289,6 +292,11 @@ mod tests {
             (json!({"port": 2380}), "both 2380"),
             (json!({"heartbeat_interval": 0}), "heartbeat_interval=0"),
             (json!({"election_timeout": 300}), "election_timeout=300"),
+            // 5 x this overflows a u64: refused, not a panic.
+            (
+                json!({"heartbeat_interval": i64::MAX, "election_timeout": 1000}),
+                "election_timeout=1000",
+            ),
             (
                 json!({"bind_to_all_interfaces": "yes"}),
                 "bind_to_all_interfaces",

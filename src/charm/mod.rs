@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod apply;
+pub mod bootstrap;
 pub mod checks;
 pub mod compat;
 pub mod config;
@@ -127,7 +128,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         found = p.status;
         found.extend(out.status);
         let blocked = found.iter().any(|(k, _)| *k == StatusKind::Blocked);
-        if done || blocked || pass == MAX_PASSES {
+        if done || blocked || p.commit_first || pass == MAX_PASSES {
             // Nothing touched etcd this pass: what observe saw still holds.
             let healthy = if done {
                 o.local.as_ref().and_then(voter_peers)

@@ -69,6 +69,10 @@ pub struct Observed {
     pub cluster: Option<ClusterView>,
     /// The prometheus, grafana and nrpe-external-master endpoints.
     pub monitoring: super::monitoring::Monitoring,
+    /// A freshly generated candidate token (or why none could be had): the
+    /// randomness is read here so the plan stays pure; the plan uses it
+    /// only when no record of a token exists and it must create one.
+    pub fresh_token: std::result::Result<String, String>,
 }
 
 impl Observed {
@@ -264,7 +268,7 @@ pub fn observe_with(
     let active = service.is_active().unwrap_or(false);
 
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
-    let own_endpoint = format!("http://{client_address}:{client_port}");
+    let own_endpoint = crate::addr::http(&client_address, client_port);
     let local = if active {
         etcd::block_on(etcd::view_from(&own_endpoint)).ok()
     } else {
@@ -350,6 +354,7 @@ pub fn observe_with(
         local,
         cluster,
         monitoring: super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?,
+        fresh_token: super::token::generate(),
     };
     Ok((observed, unread))
 }

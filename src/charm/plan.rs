@@ -56,6 +56,8 @@ pub enum Step {
     WriteConfig {
         text: String,
         why: String,
+        /// What `text` renders; apply validates it before writing.
+        config: Box<EtcdConfig>,
     },
     /// `member update`: the unit's peer address changed.
     UpdatePeerUrl {
@@ -154,6 +156,9 @@ pub struct Plan {
     /// Statuses the plan already knows (blocked/waiting reasons).
     pub status: Vec<(StatusKind, String)>,
     pub token: Option<(String, TokenSource)>,
+    /// What this plan writes commits only when the hook exits 0 (the
+    /// bootstrap decision under Juju 4): end the hook after it, no next pass.
+    pub commit_first: bool,
 }
 
 impl Plan {
@@ -174,11 +179,11 @@ impl Plan {
 }
 
 pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    format!("http://{}:{}", o.address, c.management_port)
+    crate::addr::http(&o.address, c.management_port)
 }
 
 pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    format!("http://{}:{}", o.client_address, c.port)
+    crate::addr::http(&o.client_address, c.port)
 }
 
 /// Parses a join record: `<member id hex> <initial-cluster>`.
@@ -210,8 +215,8 @@ pub fn desired_config(
     let client = client_url(o, c);
     let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
         (
-            format!("http://0.0.0.0:{}", c.management_port),
-            format!("http://0.0.0.0:{}", c.port),
+            crate::addr::http("0.0.0.0", c.management_port),
+            crate::addr::http("0.0.0.0", c.port),
         )
     } else {
         (peer.clone(), client.clone())
@@ -265,7 +270,10 @@ fn choose_token(
         return Ok(Some(found));
     }
     if o.is_leader && may_generate {
-        return token::generate().map(|t| Some((t, TokenSource::Generated)));
+        return o
+            .fresh_token
+            .clone()
+            .map(|t| Some((t, TokenSource::Generated)));
     }
     Ok(None)
 }
@@ -321,6 +329,26 @@ fn cluster_exists(o: &Observed) -> bool {
         || o.peers
             .values()
             .any(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
+}
+
+/// The recorded cluster ID, from leadership data.
+fn recorded_cluster(o: &Observed) -> Option<u64> {
+    o.leader
+        .get(CLUSTER_ID)
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+}
+
+/// This unit's running member belongs to a cluster other than the recorded
+/// one (a second cluster was bootstrapped): say so, naming both.
+fn foreign_cluster(o: &Observed) -> Option<String> {
+    let recorded = recorded_cluster(o)?;
+    let live = o.local.as_ref()?.status.cluster_id;
+    (live != recorded).then(|| {
+        format!(
+            "this unit's etcd is a member of cluster {live:x}, not the recorded cluster {recorded:x}; \
+             it serves no clients until an operator moves its data aside or re-records the cluster"
+        )
+    })
 }
 
 /// What observe would see once the migration's steps have run: the member
@@ -423,7 +451,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     };
 
-    let token = match choose_token(o, paths, !cluster_exists(o)) {
+    // A token is created only with the bootstrap decision (bootstrap.rs).
+    let undecided = super::bootstrap::decision(o) == super::bootstrap::Decision::Undecided;
+    let token = match choose_token(o, paths, !cluster_exists(o) && undecided) {
         Err(e) => return p.block(e),
         Ok(t) => t,
     };
@@ -476,6 +506,11 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         return p;
     }
 
+    if let Some(msg) = foreign_cluster(o) {
+        // Nothing to clients, no membership step: which cluster is the
+        // real one is the operator's call.
+        return p.block(msg);
+    }
     match o.local_ids() {
         Some(ids) => plan_with_wal(
             o,
@@ -497,7 +532,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             plan_leader(o, &c, view, &mut p);
         }
     }
-    plan_clients(o, &c, &mut p);
+    if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
+        plan_clients(o, &c, &mut p);
+    }
     // Ports and the version change only with these events or a (re)start;
     // each is a call to the Juju agent, so update-status does neither.
     let settling = matches!(
@@ -562,6 +599,16 @@ fn plan_with_wal(
             }
         }
     }
+    if let Some(r) = recorded_cluster(o).filter(|r| *r != ids.cluster_id) {
+        p.status.push((
+            StatusKind::Blocked,
+            format!(
+                "member {:x} on disk belongs to cluster {:x}, not the recorded cluster {r:x}, and the recorded cluster is not reachable to rejoin; not starting it",
+                ids.member_id, ids.cluster_id
+            ),
+        ));
+        return;
+    }
     let existing = o.disk.config.as_ref().and_then(|r| r.as_ref().ok());
     let token = token
         .map(str::to_string)
@@ -583,6 +630,7 @@ fn plan_with_wal(
         p.steps.push(Step::WriteConfig {
             text,
             why: "member on disk; state existing".into(),
+            config: Box::new(want),
         });
     }
     if !o.active {
@@ -613,6 +661,14 @@ fn plan_without_wal(
     p: &mut Plan,
 ) {
     let Some(token) = token else {
+        if super::bootstrap::decision(o) == super::bootstrap::Decision::Mine {
+            p.status.push((
+                StatusKind::Blocked,
+                "leadership data names this unit to bootstrap the cluster but holds no token"
+                    .into(),
+            ));
+            return;
+        }
         p.wait("Waiting for the leader to create the cluster token");
         return;
     };
@@ -644,6 +700,7 @@ fn plan_without_wal(
                     p.steps.push(Step::WriteConfig {
                         text,
                         why: format!("joining as member {id:x}"),
+                        config: Box::new(want),
                     });
                 }
                 if o.active {
@@ -659,28 +716,7 @@ fn plan_without_wal(
         }
         return;
     }
-    if !o.is_leader {
-        p.wait("Waiting to join the cluster");
-        return;
-    }
-    let want = desired_config(
-        o,
-        c,
-        paths,
-        token,
-        ClusterState::New,
-        vec![(o.member_name.clone(), peer_url(o, c))],
-    );
-    p.steps.push(Step::WriteConfig {
-        text: render::render_etcd_config(&want),
-        why: "bootstrapping a new one-member cluster".into(),
-    });
-    if o.active {
-        p.steps.push(Step::StopEtcd);
-    }
-    p.steps.push(Step::StartEtcd);
-    p.steps.push(Step::WaitMember);
-    p.steps.push(Step::RecordCluster);
+    super::bootstrap::plan_bootstrap(o, c, paths, token, p);
 }
 
 /// Client applications on `db` (the etcd interface: `connection_string`,

@@ -64,6 +64,7 @@ fn fresh(leader: bool) -> Observed {
         local: None,
         cluster: None,
         monitoring: Default::default(),
+        fresh_token: Ok("FRESH0TOKEN00001".into()),
     }
 }
 
@@ -118,13 +119,33 @@ fn status(p: &Plan) -> Option<(StatusKind, String)> {
 }
 
 #[test]
-fn fresh_leader_bootstraps_a_new_cluster_with_a_generated_token() {
+fn fresh_leader_decides_the_bootstrap_with_a_generated_token_before_starting() {
     let p = plan(&fresh(true), &paths(), None);
     assert!(matches!(p.token, Some((_, TokenSource::Generated))));
     let token = p.token.clone().unwrap().0;
-    assert!(p
-        .steps
-        .contains(&Step::SetLeaderData(bag(&[("token", &token)]))));
+    // The plan is pure: the token is the one observe read at random.
+    assert_eq!(token, "FRESH0TOKEN00001");
+    assert_eq!(plan(&fresh(true), &paths(), None), p);
+    // Phase 1: token and decision in one write, and nothing started.
+    assert!(p.steps.contains(&Step::SetLeaderData(bag(&[
+        ("bootstrap-member", "etcd0"),
+        ("token", &token)
+    ]))));
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StartEtcd
+    )));
+    // leader-set is durable at once: the next pass may start.
+    assert!(!p.commit_first);
+}
+
+#[test]
+fn the_decided_leader_bootstraps_with_the_recorded_token() {
+    let mut o = fresh(true);
+    o.leader.legacy = bag(&[("token", "ABC123"), ("bootstrap-member", "etcd0")]);
+    o.leader.app = o.leader.legacy.clone();
+    let p = plan(&o, &paths(), None);
+    assert_eq!(p.token, Some(("ABC123".into(), TokenSource::AppDatabag)));
     let cfg = p
         .steps
         .iter()
@@ -134,7 +155,8 @@ fn fresh_leader_bootstraps_a_new_cluster_with_a_generated_token() {
         })
         .expect("a config is written");
     assert!(cfg.contains("'new'") || cfg.contains("\"new\""), "{cfg}");
-    assert!(cfg.contains(&token));
+    assert!(cfg.contains("ABC123"));
+    assert!(!has(&p, |s| matches!(s, Step::SetLeaderData(_))));
     let i = |s: &Step| p.steps.iter().position(|x| x == s).unwrap();
     assert!(i(&Step::StartEtcd) < i(&Step::WaitMember));
     assert!(i(&Step::WaitMember) < i(&Step::RecordCluster));
@@ -162,9 +184,10 @@ fn token_from_leader_get_is_kept_and_written_to_the_app_databag() {
     o.leader.legacy = bag(&[("token", "ABC123")]);
     let p = plan(&o, &paths(), None);
     assert_eq!(p.token, Some(("ABC123".into(), TokenSource::LeaderGet)));
-    assert!(p
-        .steps
-        .contains(&Step::SetLeaderData(bag(&[("token", "ABC123")]))));
+    assert!(p.steps.contains(&Step::SetLeaderData(bag(&[
+        ("bootstrap-member", "etcd0"),
+        ("token", "ABC123")
+    ]))));
 }
 
 #[test]
@@ -977,3 +1000,5 @@ fn snapd_refresh_is_set_by_the_hooks_that_change_it_on_the_snap_backend_only() {
     // A timer is no runtime option of etcd: no restart.
     assert!(!p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
 }
+/// The two-phase bootstrap and the cluster-identity checks (issue 10.3).
+mod bootstrap;
