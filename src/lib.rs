@@ -10,6 +10,7 @@
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
 //! - `migrate`   — moving a member out of a legacy location, crash-safely (pure plan + apply).
+//! - `rolling`   — the cluster-wide turn (a leased lock in etcd) a unit holds while its member is down.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
@@ -20,7 +21,7 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
+//! `turn` (the rolling-turn gate), `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
 
 pub mod charm;
 pub mod cli;
@@ -34,6 +35,7 @@ pub mod layout;
 pub mod migrate;
 pub mod paths;
 pub mod render;
+pub mod rolling;
 pub mod service;
 pub mod sim;
 pub mod wal;

@@ -10,6 +10,7 @@ pub mod logging;
 pub mod observe;
 pub mod plan;
 pub mod token;
+pub mod turn;
 
 use crate::context::{Event, HookContext};
 use crate::error::Result;

@@ -94,6 +94,12 @@ pub enum Step {
     Migrate(MigrationStep),
     /// The running member must be the one its WAL records; else blocked.
     VerifyMember(WalIds),
+    /// Waits (bounded) for the cluster-wide rolling turn (charm/turn.rs).
+    TakeTurn {
+        reason: String,
+    },
+    /// Once every voter is healthy again.
+    ReleaseTurn,
 }
 
 impl std::fmt::Display for Step {
@@ -137,6 +143,12 @@ impl std::fmt::Display for Step {
             Step::Migrate(m) => write!(f, "{m}"),
             Step::VerifyMember(ids) => {
                 write!(f, "check that the running member is {ids}")
+            }
+            Step::TakeTurn { reason } => {
+                write!(f, "take the cluster's rolling turn ({reason})")
+            }
+            Step::ReleaseTurn => {
+                write!(f, "give back the rolling turn once every voter is healthy")
             }
         }
     }
@@ -350,7 +362,13 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
     after
 }
 
+/// The plan, with a rolling turn around any step that takes this unit's
+/// started member down (charm/turn.rs).
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    super::turn::gate(o, plan_steps(o, paths, dropin))
+}
+
+fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = Plan::default();
     if matches!(o.event, Event::Remove) {
         if dropin.is_some() && o.dropin_text.is_some() {
