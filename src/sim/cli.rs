@@ -32,6 +32,10 @@ pub struct Cli {
     /// Seconds between SIGTERM and SIGKILL when stopping workloads
     #[arg(long, global = true, default_value_t = 15)]
     pub kill_timeout: u64,
+    /// One hook at a time across the whole model, not one per unit (for
+    /// debugging; also JUJUSIM_SERIAL=1)
+    #[arg(long, global = true)]
+    pub serial: bool,
     /// No per-hook progress lines on stderr
     #[arg(long, short, global = true)]
     pub quiet: bool,

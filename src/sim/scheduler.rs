@@ -1,20 +1,33 @@
-//! Running the model until it is quiescent: pick a unit with queued hooks
-//! (seeded, reproducible), run its next hook, commit or retry, repeat — one
-//! hook at a time, bounded by `max_hooks`.
+//! Running the model until it is quiescent, as Juju does: every unit with
+//! queued work runs its next hook while other units run theirs, one hook at
+//! a time per unit; commit or retry; bounded by `max_hooks`.
+//!
+//! Each running hook has its own thread, which runs it (retries included)
+//! and changes the state through the model lock only before and after the
+//! process runs. The controller thread starts ready units in an order drawn
+//! from the seeded generator, then waits for any hook to end.
+//!
+//! Reproducible: which units start together, and in what order, from a
+//! given state and seed. Not reproducible: which hook ends first, and so
+//! which units are ready at the next start (the generator's later draws
+//! follow). `serial` runs one hook at a time across the model, as before,
+//! and then the whole run follows from the seed.
 //!
 //! A failed hook is run again up to `attempts` times; then the unit is in
 //! error on that hook and runs nothing more until `resolve`.
 
-use crate::sim::error::Result;
+use crate::sim::error::{Result, SimError};
 use crate::sim::events;
 use crate::sim::hookenv::Work;
 use crate::sim::invoke::{self, Opened};
-use crate::sim::model::{Agent, Event, HookKind, Life, Model, Status, INSTALLING};
+use crate::sim::model::{Agent, Event, HookKind, Life, Model, Status, Unit, INSTALLING};
 use crate::sim::prng::Prng;
 use crate::sim::procs::{self, Target};
 use crate::sim::runner::{self, Capture, Outcome};
 use crate::sim::store::{self, ModelDir};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -24,6 +37,8 @@ pub struct Options {
     pub attempts: u32,
     pub retry_delay: Duration,
     pub kill_grace: Duration,
+    /// One hook at a time across the whole model (for debugging).
+    pub serial: bool,
 }
 
 #[derive(Debug, Default)]
@@ -88,17 +103,52 @@ pub fn run(dir: &ModelDir, opts: &Options, progress: &Progress) -> Result<Report
         Ok(())
     })?;
     let mut report = Report::default();
-    loop {
-        if report.hooks >= opts.max_hooks {
-            report.bound_hit = dir.read()?.units.values().any(runnable);
-            break;
+    let mut failure: Option<SimError> = None;
+    // Units whose thread is running a hook or waiting to retry one.
+    let mut busy: BTreeSet<String> = BTreeSet::new();
+    let (done_tx, done_rx) = mpsc::channel::<(String, Result<usize>)>();
+    std::thread::scope(|scope| {
+        loop {
+            let room = if failure.is_some() {
+                0
+            } else {
+                room(opts, report.hooks, busy.len())
+            };
+            if room > 0 {
+                match dir.update(|m| Ok(pick(m, dir, &busy, room))) {
+                    Ok(started) => {
+                        for (opened, ev) in started {
+                            let unit = opened.unit.clone();
+                            busy.insert(unit.clone());
+                            let tx = done_tx.clone();
+                            scope.spawn(move || {
+                                let runs = run_with_retries(dir, opts, progress, opened, ev);
+                                let _ = tx.send((unit, runs));
+                            });
+                        }
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            }
+            if busy.is_empty() {
+                break;
+            }
+            // We hold a sender ourselves, so this waits for a worker.
+            let (unit, runs) = done_rx.recv().expect("a sender is alive");
+            busy.remove(&unit);
+            match runs {
+                Ok(n) => report.hooks += n,
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
         }
-        let Some((opened, ev)) = dir.update(|m| Ok(pick(m, dir)))? else {
-            break;
-        };
-        run_with_retries(dir, opts, progress, opened, ev, &mut report)?;
+    });
+    if let Some(e) = failure {
+        return Err(e);
     }
     let m = dir.read()?;
+    report.bound_hit = report.hooks >= opts.max_hooks && m.units.values().any(runnable);
     for name in m.all_units() {
         let u = &m.units[&name];
         if let Agent::Error(hook) = &u.agent {
@@ -114,21 +164,45 @@ pub fn run(dir: &ModelDir, opts: &Options, progress: &Progress) -> Result<Report
     Ok(report)
 }
 
-fn runnable(u: &crate::sim::model::Unit) -> bool {
+/// How many hooks may start now: one at a time when serial, and never more
+/// than `max_hooks` runs in all (running ones count as one each).
+fn room(opts: &Options, runs: usize, running: usize) -> usize {
+    let limit = if opts.serial { 1 } else { usize::MAX };
+    let bound = opts.max_hooks.saturating_sub(runs + running);
+    limit.saturating_sub(running).min(bound)
+}
+
+fn runnable(u: &Unit) -> bool {
     !u.queue.is_empty() && !matches!(u.agent, Agent::Error(_))
 }
 
-/// Chooses the next unit at random among those with work, drops hooks that
-/// no longer apply, and opens a context for the next one.
-fn pick(m: &mut Model, dir: &ModelDir) -> Option<(Opened, Event)> {
-    loop {
-        let candidates: Vec<String> = m
-            .all_units()
-            .into_iter()
-            .filter(|u| runnable(&m.units[u]))
-            .collect();
+/// Units that may start their next hook now: work queued, not in error,
+/// and not busy with a hook (running, or waiting to retry).
+fn ready(m: &Model, busy: &BTreeSet<String>) -> Vec<String> {
+    m.all_units()
+        .into_iter()
+        .filter(|name| {
+            let u = &m.units[name];
+            runnable(u) && !matches!(u.agent, Agent::Executing(_)) && !busy.contains(name)
+        })
+        .collect()
+}
+
+/// Starts up to `room` ready units, drawn one after another from the seeded
+/// generator; drops hooks that no longer apply, and opens a context for
+/// each unit's next one.
+fn pick(
+    m: &mut Model,
+    dir: &ModelDir,
+    busy: &BTreeSet<String>,
+    room: usize,
+) -> Vec<(Opened, Event)> {
+    let mut started = Vec::new();
+    while started.len() < room {
+        // Units just started are executing, so they are not ready again.
+        let candidates = ready(m, busy);
         if candidates.is_empty() {
-            return None;
+            break;
         }
         let mut prng = Prng(m.prng);
         let unit = candidates[prng.below(candidates.len())].clone();
@@ -137,12 +211,14 @@ fn pick(m: &mut Model, dir: &ModelDir) -> Option<(Opened, Event)> {
             .queue
             .front()
             .cloned()
-            .expect("runnable has a hook");
+            .expect("ready has a hook");
         if before(m, &unit, &ev) {
-            return Some((start(m, dir, &unit, &ev), ev));
+            started.push((start(m, dir, &unit, &ev), ev));
+        } else {
+            m.units.get_mut(&unit).expect("picked").queue.pop_front();
         }
-        m.units.get_mut(&unit).expect("picked").queue.pop_front();
     }
+    started
 }
 
 fn start(m: &mut Model, dir: &ModelDir, unit: &str, ev: &Event) -> Opened {
@@ -154,7 +230,7 @@ fn start(m: &mut Model, dir: &ModelDir, unit: &str, ev: &Event) -> Opened {
     invoke::open(m, dir, unit, &Work::Hook(ev.clone()), false)
 }
 
-fn set_status(u: &mut crate::sim::model::Unit, current: &str, message: &str) {
+fn set_status(u: &mut Unit, current: &str, message: &str) {
     let s = Status {
         current: current.into(),
         message: message.into(),
@@ -235,17 +311,20 @@ fn after(m: &mut Model, unit: &str, ev: &Event) -> Option<PathBuf> {
     None
 }
 
+/// One unit's hook, in the unit's own thread: runs it, commits or retries
+/// (the wait between runs stalls only this unit), up to `attempts` runs.
+/// Returns how many runs it made.
 fn run_with_retries(
     dir: &ModelDir,
     opts: &Options,
     progress: &Progress,
     mut opened: Opened,
     ev: Event,
-    report: &mut Report,
-) -> Result<()> {
+) -> Result<usize> {
     let unit = opened.unit.clone();
+    let mut runs = 0;
     for attempt in 1..=opts.attempts.max(1) {
-        report.hooks += 1;
+        runs += 1;
         let out_file = invoke::output_file(&opened);
         let outcome = invoke::run_charm(
             &opened,
@@ -280,7 +359,7 @@ fn run_with_retries(
             progress.note(&format!("{unit} removed ({n} processes stopped)"));
         }
         if outcome.ok() || last {
-            return Ok(());
+            return Ok(runs);
         }
         std::thread::sleep(opts.retry_delay);
         let reopened = dir.update(|m| {
@@ -289,10 +368,10 @@ fn run_with_retries(
         })?;
         match reopened {
             Some(o) => opened = o,
-            None => return Ok(()),
+            None => return Ok(runs),
         }
     }
-    Ok(())
+    Ok(runs)
 }
 
 /// Closes the hook's context: on success commit, run the after-effects and

@@ -66,6 +66,11 @@ fn model_path(given: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("jujusim-model"))
 }
 
+/// `JUJUSIM_SERIAL=1` (any value but empty or 0) asks for `--serial`.
+fn serial_from_env() -> bool {
+    std::env::var("JUJUSIM_SERIAL").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 pub fn run(cli: Cli) -> Result<u8> {
     let path = model_path(cli.model);
     let creating = matches!(cli.command, Command::Deploy { .. });
@@ -76,6 +81,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         attempts: cli.attempts.max(1),
         retry_delay: Duration::from_millis(cli.retry_delay_ms),
         kill_grace: Duration::from_secs(cli.kill_timeout),
+        serial: cli.serial || serial_from_env(),
     };
     let ctx = Ctx {
         dir,
