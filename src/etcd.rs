@@ -299,8 +299,12 @@ pub async fn snapshot_to(endpoint: &str, dest: &std::path::Path) -> Result<u64> 
     Ok(total)
 }
 
-/// Runs an async etcd call from synchronous hook code.
-pub fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+/// Runs an async etcd call from synchronous hook code. Any error type that
+/// can carry an [`EtcdError`] will do, so procedures built on this module
+/// (rolling turns, checks) run their own futures through it too.
+pub fn block_on<T, E: From<EtcdError>>(
+    fut: impl Future<Output = std::result::Result<T, E>>,
+) -> std::result::Result<T, E> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

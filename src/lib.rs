@@ -14,6 +14,7 @@
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
 //! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
 //! - `space`     — free space before a copy: need = size + margin, blocked when short.
+//! - `rolling`   — the cluster-wide turn (a leased lock in etcd) a unit holds while its member is down.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
@@ -24,7 +25,7 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
+//! `turn` (the rolling-turn gate), `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
 
 pub mod addr;
 pub mod charm;
@@ -41,6 +42,7 @@ pub mod migrate;
 pub mod paths;
 pub mod render;
 pub mod restart;
+pub mod rolling;
 pub mod service;
 pub mod sim;
 pub mod space;

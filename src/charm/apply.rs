@@ -34,6 +34,9 @@ pub struct Outcome {
 impl Applier<'_> {
     pub fn apply(&self, steps: &[Step]) -> Result<Outcome> {
         let mut out = Outcome::default();
+        // The rolling turn, while held; dropping it (a step failed or
+        // stopped the plan) gives it back.
+        let mut turn = None;
         for step in steps {
             // Routine steps stay out of juju-log: each line is a call to the agent.
             if matches!(
@@ -47,7 +50,12 @@ impl Applier<'_> {
             } else {
                 info!("step: {step}");
             }
-            if let Some(status) = self.step(step)? {
+            let stopped = match step {
+                Step::TakeTurn { reason } => self.take_turn(reason, &mut turn)?,
+                Step::ReleaseTurn => self.release_turn(&mut turn)?,
+                _ => self.step(step)?,
+            };
+            if let Some(status) = stopped {
                 warn!("step {step} stopped: {}", status.1);
                 out.status.push(status);
                 break;
@@ -144,6 +152,8 @@ impl Applier<'_> {
             Step::VerifyMember(ids) => return self.verify_member(*ids),
             Step::SnapdRefresh(r) => self.service.set_snapd_refresh(r)?,
             Step::Monitoring(m) => super::monitoring::apply(m, self.tools, self.paths)?,
+            // Held across steps: apply() runs them (charm/turn.rs).
+            Step::TakeTurn { .. } | Step::ReleaseTurn => {}
         }
         Ok(None)
     }
@@ -412,6 +422,8 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::VerifyMember(_) => "verify-member",
         Step::SnapdRefresh(_) => "snapd-refresh",
         Step::Monitoring(m) => m.key(),
+        Step::TakeTurn { .. } => "take-turn",
+        Step::ReleaseTurn => "release-turn",
     }
 }
 

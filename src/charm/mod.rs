@@ -16,6 +16,7 @@ pub mod observe;
 pub mod options;
 pub mod plan;
 pub mod token;
+pub mod turn;
 
 use crate::context::{Event, HookContext};
 use crate::error::Result;

@@ -100,6 +100,12 @@ pub enum Step {
     SnapdRefresh(super::config::SnapdRefresh),
     /// prometheus, grafana, nrpe-external-master (monitoring.rs).
     Monitoring(super::monitoring::MonitoringStep),
+    /// Waits (bounded) for the cluster-wide rolling turn (charm/turn.rs).
+    TakeTurn {
+        reason: String,
+    },
+    /// Once every voter is healthy again.
+    ReleaseTurn,
 }
 
 impl std::fmt::Display for Step {
@@ -146,6 +152,12 @@ impl std::fmt::Display for Step {
             }
             Step::SnapdRefresh(r) => write!(f, "{r}"),
             Step::Monitoring(m) => write!(f, "{m}"),
+            Step::TakeTurn { reason } => {
+                write!(f, "take the cluster's rolling turn ({reason})")
+            }
+            Step::ReleaseTurn => {
+                write!(f, "give back the rolling turn once every voter is healthy")
+            }
         }
     }
 }
@@ -391,7 +403,13 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
     after
 }
 
+/// The plan, with a rolling turn around any step that takes this unit's
+/// started member down (charm/turn.rs).
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    super::turn::gate(o, plan_steps(o, paths, dropin))
+}
+
+fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = Plan::default();
     if matches!(o.event, Event::Remove) {
         if dropin.is_some() && o.dropin_text.is_some() {

@@ -1,0 +1,437 @@
+//! The rolling-turn gate (pure) and its two steps' apply half.
+//!
+//! [`gate`] takes a plan and, when its steps take this unit's STARTED
+//! member down (a stop before a migration, a restart for a new config, a
+//! stop and start), puts `TakeTurn` before them and `ReleaseTurn` after the
+//! member is back and verified. The mechanics (the lock in etcd, its lease,
+//! the health checks) are `crate::rolling`'s.
+//!
+//! No turn when this member is not running (a start is not a restart), is
+//! not a voter (a learner or a removed member going down costs no quorum),
+//! is the only voter, or in the stop hook (the member leaves the cluster
+//! first).
+
+use super::apply::Applier;
+use super::observe::Observed;
+use super::plan::{self, Plan, Step};
+use crate::context::Event;
+use crate::error::Result;
+use crate::hooktools::StatusKind;
+use crate::rolling::{self, Request, Taken, Turn};
+use tracing::info;
+
+fn goes_down(s: &Step) -> bool {
+    matches!(s, Step::StopEtcd | Step::RestartEtcd)
+}
+
+fn comes_up(s: &Step) -> bool {
+    matches!(s, Step::StartEtcd | Step::RestartEtcd)
+}
+
+/// The running member's ID: as it answers, else as its WAL records.
+fn member_id(o: &Observed) -> Option<u64> {
+    if let Some(v) = &o.local {
+        return Some(v.status.member_id);
+    }
+    o.disk
+        .locations
+        .iter()
+        .find_map(|l| l.member.as_ref().ok().copied().flatten())
+        .map(|ids| ids.member_id)
+}
+
+/// Whether taking this unit's member down costs the cluster a voter.
+fn needs_turn(o: &Observed) -> bool {
+    if !o.active || matches!(o.event, Event::Stop | Event::Remove) {
+        return false;
+    }
+    let Some(id) = member_id(o) else {
+        return false;
+    };
+    let view = o
+        .local
+        .as_ref()
+        .filter(|v| !v.status.is_learner)
+        .or(o.cluster.as_ref());
+    view.is_some_and(|v| v.voters() > 1 && v.by_id(id).is_some_and(|m| !m.is_learner))
+}
+
+fn reason(steps: &[Step]) -> String {
+    if steps.iter().any(|s| matches!(s, Step::Migrate(_))) {
+        "moving the member to the canonical data dir".into()
+    } else if steps.iter().any(|s| matches!(s, Step::WriteConfig { .. })) {
+        "a new etcd.conf.yml".into()
+    } else {
+        "restarting the member".into()
+    }
+}
+
+/// Puts a rolling turn around the steps that take this unit's started
+/// member down. Pure.
+pub fn gate(o: &Observed, mut p: Plan) -> Plan {
+    let Some(down) = p.steps.iter().position(goes_down) else {
+        return p;
+    };
+    if !needs_turn(o) {
+        return p;
+    }
+    // The config that makes the restart necessary is written inside the
+    // turn too: a hook that runs out of waiting must leave the old config,
+    // so that the next hook still sees the restart to do.
+    let take = p.steps[..down]
+        .iter()
+        .position(|s| matches!(s, Step::WriteConfig { .. }))
+        .unwrap_or(down);
+    // Released once the member is back and verified; if nothing brings it
+    // back in this plan, at the end (its absence keeps others waiting).
+    let release = match p.steps[down..].iter().position(comes_up) {
+        Some(i) => {
+            let mut end = down + i + 1;
+            while p
+                .steps
+                .get(end)
+                .is_some_and(|s| matches!(s, Step::WaitMember | Step::VerifyMember(_)))
+            {
+                end += 1;
+            }
+            end
+        }
+        None => p.steps.len(),
+    };
+    let reason = reason(&p.steps[take..release]);
+    p.steps.insert(release, Step::ReleaseTurn);
+    p.steps.insert(take, Step::TakeTurn { reason });
+    p
+}
+
+impl Applier<'_> {
+    fn turn_member(&self) -> Option<(String, u64)> {
+        let o = self.observed;
+        let ep = o.config.as_ref().ok().map(|c| plan::client_url(o, c))?;
+        Some((ep, member_id(o)?))
+    }
+
+    /// Takes the turn into `held`, or ends the plan with a waiting status.
+    pub(super) fn take_turn(
+        &self,
+        reason: &str,
+        held: &mut Option<Turn>,
+    ) -> Result<Option<(StatusKind, String)>> {
+        let Some((ep, member_id)) = self.turn_member() else {
+            return Ok(None);
+        };
+        let fallback: Vec<String> = self
+            .observed
+            .peers
+            .values()
+            .filter_map(|b| b.get("client-url").cloned())
+            .collect();
+        self.tools.status_set(
+            StatusKind::Maintenance,
+            &format!("Taking a rolling turn to restart etcd ({reason})"),
+        )?;
+        let req = Request {
+            unit: &self.observed.unit,
+            reason,
+            own_endpoint: &ep,
+            fallback: &fallback,
+            member_id,
+            wait: rolling::wait_limit(),
+        };
+        match rolling::take(&req)? {
+            Taken::Held(t) => *held = Some(t),
+            Taken::NotNeeded => info!("no other voter: no rolling turn needed"),
+            Taken::Busy { why } => {
+                return Ok(Some((
+                    StatusKind::Waiting,
+                    format!("Waiting for a rolling turn to restart etcd ({reason}; {why})"),
+                )))
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives the turn back once the cluster is healthy again (bounded).
+    pub(super) fn release_turn(
+        &self,
+        held: &mut Option<Turn>,
+    ) -> Result<Option<(StatusKind, String)>> {
+        let (Some(turn), Some((ep, member_id))) = (held.take(), self.turn_member()) else {
+            return Ok(None);
+        };
+        Ok(turn.release(&ep, member_id).map(|why| {
+            (
+                StatusKind::Waiting,
+                format!("Waiting for the cluster to be healthy again after restarting etcd: {why}"),
+            )
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::charm::config::CharmConfig;
+    use crate::charm::observe::LeaderData;
+    use crate::etcd::{ClusterView, Member, MemberStatus};
+    use crate::hooktools::Databag;
+    use crate::layout::{DiskLayout, Location, Role};
+    use crate::migrate::MigrationStep;
+    use crate::wal::WalIds;
+
+    const IDS: WalIds = WalIds {
+        member_id: 0xaa,
+        cluster_id: 0xcc,
+    };
+
+    fn member(id: u64, n: u32, learner: bool) -> Member {
+        Member {
+            id,
+            name: format!("etcd{n}"),
+            peer_urls: vec![format!("http://10.0.0.{}:2380", n + 1)],
+            client_urls: vec![format!("http://10.0.0.{}:2379", n + 1)],
+            is_learner: learner,
+        }
+    }
+
+    /// etcd/0, running member 0xaa, in a cluster of `members`.
+    fn running(members: Vec<Member>) -> Observed {
+        let view = ClusterView {
+            endpoint: "http://10.0.0.1:2379".into(),
+            status: MemberStatus {
+                member_id: 0xaa,
+                cluster_id: 0xcc,
+                leader: 0xaa,
+                version: "3.4.23".into(),
+                raft_index: 1,
+                is_learner: members.iter().any(|m| m.id == 0xaa && m.is_learner),
+                errors: vec![],
+            },
+            members,
+        };
+        Observed {
+            event: Event::ConfigChanged,
+            unit: "etcd/0".into(),
+            member_name: "etcd0".into(),
+            departing_unit: None,
+            is_leader: false,
+            has_leader_tools: true,
+            config: Ok(CharmConfig::default()),
+            leader: LeaderData::default(),
+            peer_relation: Some("cluster:0".into()),
+            clients: vec![],
+            own_bag: Databag::new(),
+            peers: Default::default(),
+            address: "10.0.0.1".into(),
+            client_address: "10.0.0.1".into(),
+            disk: DiskLayout {
+                config: None,
+                env_configs: vec![],
+                locations: vec![Location {
+                    path: "/r/var/snap/etcd/current".into(),
+                    role: Role::Canonical,
+                    exists: true,
+                    member: Ok(Some(IDS)),
+                    facts: Default::default(),
+                }],
+                migration: Default::default(),
+            },
+            config_text: None,
+            dropin_text: None,
+            etcd_version: Some("3.4.23".into()),
+            active: true,
+            local: Some(view.clone()),
+            cluster: Some(view),
+        }
+    }
+
+    fn three() -> Observed {
+        running(vec![
+            member(0xaa, 0, false),
+            member(0xbb, 1, false),
+            member(0xdd, 2, false),
+        ])
+    }
+
+    fn write() -> Step {
+        Step::WriteConfig {
+            text: "x".into(),
+            why: "w".into(),
+        }
+    }
+
+    fn gated(o: &Observed, steps: Vec<Step>) -> Vec<Step> {
+        gate(
+            o,
+            Plan {
+                steps,
+                ..Default::default()
+            },
+        )
+        .steps
+    }
+
+    fn take(reason: &str) -> Step {
+        Step::TakeTurn {
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn a_restart_for_a_new_config_takes_the_turn_before_the_write() {
+        let got = gated(
+            &three(),
+            vec![
+                Step::Publish(Databag::new()),
+                write(),
+                Step::RestartEtcd,
+                Step::WaitMember,
+                Step::VerifyMember(IDS),
+                Step::OpenPort(2379),
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                Step::Publish(Databag::new()),
+                take("a new etcd.conf.yml"),
+                write(),
+                Step::RestartEtcd,
+                Step::WaitMember,
+                Step::VerifyMember(IDS),
+                Step::ReleaseTurn,
+                Step::OpenPort(2379),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_migration_holds_the_turn_from_the_stop_to_the_verified_start() {
+        let mig = Step::Migrate(MigrationStep::Rename {
+            from: "/a".into(),
+            to: "/b".into(),
+        });
+        let got = gated(
+            &three(),
+            vec![
+                Step::StopEtcd,
+                mig.clone(),
+                Step::SetLeaderData(Databag::new()),
+                write(),
+                Step::StartEtcd,
+                Step::WaitMember,
+                Step::VerifyMember(IDS),
+                Step::RecordCluster,
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                take("moving the member to the canonical data dir"),
+                Step::StopEtcd,
+                mig,
+                Step::SetLeaderData(Databag::new()),
+                write(),
+                Step::StartEtcd,
+                Step::WaitMember,
+                Step::VerifyMember(IDS),
+                Step::ReleaseTurn,
+                Step::RecordCluster,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stop_with_nothing_after_it_releases_at_the_end() {
+        let got = gated(&three(), vec![Step::StopEtcd, Step::OpenPort(2379)]);
+        assert_eq!(
+            got,
+            vec![
+                take("restarting the member"),
+                Step::StopEtcd,
+                Step::OpenPort(2379),
+                Step::ReleaseTurn
+            ]
+        );
+    }
+
+    #[test]
+    fn no_turn_without_a_started_voter_going_down() {
+        let restart = vec![write(), Step::RestartEtcd, Step::WaitMember];
+        // Only one voter (a learner beside it does not count).
+        let one = running(vec![member(0xaa, 0, false), member(0xbb, 1, true)]);
+        assert_eq!(gated(&one, restart.clone()), restart);
+        // Not running: a start is not a restart.
+        let mut stopped = three();
+        stopped.active = false;
+        stopped.local = None;
+        let start = vec![write(), Step::StartEtcd, Step::WaitMember];
+        assert_eq!(gated(&stopped, start.clone()), start);
+        // This member is a learner.
+        let learner = running(vec![
+            member(0xaa, 0, true),
+            member(0xbb, 1, false),
+            member(0xdd, 2, false),
+        ]);
+        assert_eq!(gated(&learner, restart.clone()), restart);
+        // Removed from the cluster: stopping it costs no voter.
+        let removed = running(vec![member(0xbb, 1, false), member(0xdd, 2, false)]);
+        let aside = vec![Step::StopEtcd, Step::WaitMember];
+        assert_eq!(gated(&removed, aside.clone()), aside);
+        // The stop hook leaves the cluster before stopping.
+        let mut stop = three();
+        stop.event = Event::Stop;
+        let leave = vec![
+            Step::RemoveMember {
+                name: "etcd0".into(),
+                id: 0xaa,
+            },
+            Step::StopEtcd,
+        ];
+        assert_eq!(gated(&stop, leave.clone()), leave);
+        // Nothing goes down.
+        let calm = vec![Step::Publish(Databag::new()), Step::OpenPort(2379)];
+        assert_eq!(gated(&three(), calm.clone()), calm);
+    }
+
+    #[test]
+    fn a_running_member_that_does_not_answer_is_known_by_its_wal() {
+        let mut o = three();
+        o.local = None;
+        let got = gated(&o, vec![write(), Step::RestartEtcd, Step::WaitMember]);
+        assert_eq!(got.first(), Some(&take("a new etcd.conf.yml")));
+        assert_eq!(got.last(), Some(&Step::ReleaseTurn));
+    }
+
+    #[test]
+    fn the_whole_plan_gets_the_turn_for_a_config_change_on_a_three_member_cluster() {
+        // Through plan(): heartbeat changed on a running voter of three.
+        let mut o = three();
+        let paths = crate::paths::Paths::new("/r");
+        let before = plan::plan(&o, &paths, None);
+        o.config_text = before.steps.iter().find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        });
+        let settled = plan::plan(&o, &paths, None);
+        assert!(!settled.steps.iter().any(goes_down), "{:?}", settled.steps);
+        assert!(!settled
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::TakeTurn { .. })));
+        if let Ok(c) = o.config.as_mut() {
+            c.heartbeat_interval += 50;
+        }
+        let p = plan::plan(&o, &paths, None);
+        let pos = |f: &dyn Fn(&Step) -> bool| p.steps.iter().position(f).unwrap();
+        let take = pos(&|s| matches!(s, Step::TakeTurn { .. }));
+        let write = pos(&|s| matches!(s, Step::WriteConfig { .. }));
+        let restart = pos(&|s| *s == Step::RestartEtcd);
+        let release = pos(&|s| *s == Step::ReleaseTurn);
+        assert!(
+            take < write && write < restart && restart < release,
+            "{:?}",
+            p.steps
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Rolling restarts on real etcd through jujusim, whose units run their
+//! hooks concurrently: `config` and `refresh` fire a hook on every unit at
+//! about the same moment, and every unit's member must restart. Each test
+//! runs a writer (tests/writer_support) and checks that the cluster never
+//! had two members down at once, that no acknowledged write was lost, and
+//! that every member came back as itself with every key.
+//!
+//! The figures (longest write gap, counts, most members down) are printed
+//! for the issue note; durations are not asserted beyond a sanity bound.
+
+mod upgrade_support;
+mod writer_support;
+use upgrade_support::*;
+use writer_support::{Report, Writer};
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 20;
+/// A generous sanity bound on the whole disturbance (2 shared cores).
+const SANE: Duration = Duration::from_secs(300);
+
+fn endpoints(m: &Model, units: &[String]) -> Vec<String> {
+    units.iter().map(|u| m.endpoint(u)).collect()
+}
+
+fn etcd_pid(m: &Model, unit: &str) -> Option<String> {
+    std::fs::read_to_string(m.root(unit).join("run/etcd-charm/etcd.etcd.pid"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Runs update-status until every unit is active and healthy (bounded).
+fn settle_healthy(m: &Model, n: usize) {
+    let want = format!("Healthy with {n} known peers");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let w = m.workloads();
+        if w.len() == n && w.iter().all(|(_, s, msg)| s == "active" && *msg == want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "units never all healthy: {w:?}");
+        std::thread::sleep(Duration::from_secs(1));
+        m.ok(&["update-status"]);
+    }
+}
+
+fn conf(m: &Model, unit: &str) -> String {
+    let p = etcd_charm::paths::Paths::new(m.root(unit));
+    std::fs::read_to_string(p.config_file()).unwrap()
+}
+
+/// What every scenario must end with.
+fn assert_rolled(r: &Report, took: Duration) {
+    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
+    assert!(
+        r.max_down <= 1,
+        "{} members were down at once ({:?})",
+        r.max_down,
+        r.max_down_at
+    );
+    assert!(r.acked > 0, "the writer never got a write through");
+    assert!(took < SANE, "the rolling restart took {took:?}");
+}
+
+/// A 3-unit cluster of this charm, healthy, keys written; its units sorted.
+fn three_units() -> (Model, Vec<String>) {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    put_keys(&m.endpoints(), "before", KEYS);
+    (m, units)
+}
+
+/// Disturbs a running 3-unit cluster with `disturb`, which must restart
+/// every member; checks the outcome and returns the writer's report.
+fn roll(m: &Model, units: &[String], what: &str, disturb: impl FnOnce()) -> Report {
+    let ids = members(&m.endpoints());
+    let pids: Vec<Option<String>> = units.iter().map(|u| etcd_pid(m, u)).collect();
+    let w = Writer::start(&endpoints(m, units));
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    disturb();
+    settle_healthy(m, 3);
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    let r = w.finish(Duration::from_secs(60));
+    r.print(what);
+    eprintln!("{what}: settled in {:.1} s", took.as_secs_f64());
+    for (u, before) in units.iter().zip(&pids) {
+        assert_ne!(&etcd_pid(m, u), before, "{u}'s etcd was not restarted");
+        assert_keys(&m.endpoint(u), "before", KEYS);
+    }
+    assert_eq!(members(&m.endpoints()), ids, "the same members, by ID");
+    assert_rolled(&r, took);
+    r
+}
+
+#[test]
+fn a_config_change_on_three_units_restarts_one_member_at_a_time() {
+    let (m, units) = three_units();
+    roll(&m, &units, "config heartbeat/election on 3 units", || {
+        m.ok(&[
+            "config",
+            "etcd",
+            "heartbeat_interval=150",
+            "election_timeout=1500",
+        ]);
+    });
+    for u in &units {
+        let c = conf(&m, u);
+        assert!(c.contains("heartbeat-interval: 150"), "{u}: {c}");
+        assert!(c.contains("election-timeout: 1500"), "{u}: {c}");
+    }
+}
+
+/// A build of this charm whose config.yaml has other defaults for the raft
+/// timings: a new charm revision that changes a default is the ordinary
+/// way a refresh changes the rendered etcd.conf.yml (jujusim, like Juju,
+/// takes defaults from the charm being refreshed to), so every member must
+/// restart in upgrade-charm/config-changed.
+fn charm_with_new_defaults(dest: &Path) {
+    pack_charm(dest);
+    let p = dest.join("config.yaml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut out = String::new();
+    let mut option = String::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')) {
+            if !name.starts_with(' ') {
+                option = name.to_string();
+            }
+        }
+        let new = match (option.as_str(), line.trim()) {
+            ("heartbeat_interval", "default: 100") => "    default: 120".to_string(),
+            ("election_timeout", "default: 1000") => "    default: 1200".to_string(),
+            _ => line.to_string(),
+        };
+        out.push_str(&new);
+        out.push('\n');
+    }
+    assert!(
+        out.contains("default: 120") && out.contains("default: 1200"),
+        "config.yaml defaults not found:\n{text}"
+    );
+    std::fs::write(&p, out).unwrap();
+}
+
+#[test]
+fn a_refresh_to_a_build_with_new_defaults_restarts_one_member_at_a_time() {
+    let (m, units) = three_units();
+    let new = tempfile::tempdir().unwrap();
+    let charm = new.path().join("charm");
+    charm_with_new_defaults(&charm);
+    roll(
+        &m,
+        &units,
+        "refresh to new raft defaults on 3 units",
+        || {
+            m.ok(&["refresh", "--path", charm.to_str().unwrap()]);
+        },
+    );
+    for u in &units {
+        let c = conf(&m, u);
+        assert!(c.contains("heartbeat-interval: 120"), "{u}: {c}");
+        assert!(c.contains("election-timeout: 1200"), "{u}: {c}");
+    }
+}
+
+#[test]
+fn a_legacy_cluster_refreshed_at_once_migrates_one_member_at_a_time() {
+    let up = Upgrade::deploy(3, &[]);
+    let legacy = bootstrap_legacy(&up, KEYS, true);
+    up.start_old_etcd();
+    let eps = endpoints(&up.m, &up.units);
+    let ids = members(&eps.join(","));
+    assert_eq!(ids.len(), 3);
+    let w = Writer::start(&eps);
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let out = up.refresh(&[]);
+    assert!(
+        out.status.success(),
+        "refresh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    settle_healthy(&up.m, 3);
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    let r = w.finish(Duration::from_secs(60));
+    r.print("legacy <name>.etcd migration on 3 units at once");
+    eprintln!("legacy migration: settled in {:.1} s", took.as_secs_f64());
+    for (unit, want) in &legacy.ids {
+        let ep = up.m.endpoint(unit);
+        assert_eq!(live_ids(&ep), *want, "{unit} runs its own member");
+        assert_migrated(&up, unit, *want);
+        assert_keys(&ep, "legacy", KEYS);
+    }
+    assert_eq!(members(&eps.join(",")), ids, "the same members, by ID");
+    assert_rolled(&r, took);
+}

@@ -1,0 +1,347 @@
+//! A client history while the cluster is disturbed (Jepsen's idea, in its
+//! smallest useful form), and a monitor of how many members are down.
+//!
+//! - [`Writer`]: a thread putting `writer/<seq>` continuously, each put with
+//!   a short timeout, against one member at a time and moving to the next
+//!   member when one fails (as a client with several endpoints does). Every
+//!   write's invocation time and outcome is recorded. [`Writer::finish`]
+//!   then reads the keys back from EVERY member: an acknowledged write that
+//!   any member lacks is lost.
+//! - A monitor thread (part of the writer) asks every member for its status
+//!   every ~100 ms, each on a fresh connection (a kept channel's reconnect
+//!   backoff would report a member down after it is back), and records the
+//!   most members not answering at the same instant.
+//!
+//! Both threads stop when the writer is finished or dropped (also on panic).
+#![allow(dead_code)]
+
+use etcd_client::{Client, ConnectOptions, GetOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One put's timeout (connecting included).
+const PUT_TIMEOUT: Duration = Duration::from_millis(800);
+/// Pause between puts: continuous, but leaving the shared CPUs some room.
+const PUT_EVERY: Duration = Duration::from_millis(20);
+const POLL_EVERY: Duration = Duration::from_millis(100);
+const POLL_TIMEOUT: Duration = Duration::from_millis(700);
+
+#[derive(Debug, Clone)]
+struct Op {
+    seq: u64,
+    invoked: Instant,
+    acked: bool,
+}
+
+#[derive(Debug, Default)]
+struct Monitor {
+    polls: u64,
+    max_down: usize,
+    /// When the most members were down, and which.
+    max_down_at: Option<(Duration, Vec<String>)>,
+    /// Polls in which each member did not answer.
+    down_polls: Vec<u64>,
+}
+
+/// What a finished writer measured.
+#[derive(Debug)]
+pub struct Report {
+    pub acked: usize,
+    pub failed: usize,
+    /// Acknowledged keys some member does not have.
+    pub lost: usize,
+    pub lost_keys: Vec<String>,
+    pub longest_gap: Duration,
+    pub ran_for: Duration,
+    pub max_down: usize,
+    pub max_down_at: Option<(Duration, Vec<String>)>,
+    pub polls: u64,
+    /// (endpoint, polls it did not answer).
+    pub down_polls: Vec<(String, u64)>,
+}
+
+impl Report {
+    /// One line per figure, for the issue note.
+    pub fn print(&self, what: &str) {
+        eprintln!("--- {what} ---");
+        eprintln!(
+            "writes: {} acknowledged, {} failed, {} lost; longest gap between acknowledged writes {:.3} s; ran {:.1} s",
+            self.acked,
+            self.failed,
+            self.lost,
+            self.longest_gap.as_secs_f64(),
+            self.ran_for.as_secs_f64()
+        );
+        eprintln!(
+            "members down at once: at most {} ({} polls{}); polls without an answer per member: {:?}",
+            self.max_down,
+            self.polls,
+            match &self.max_down_at {
+                Some((t, who)) if self.max_down > 0 => format!(", first at {:.1} s: {who:?}", t.as_secs_f64()),
+                _ => String::new(),
+            },
+            self.down_polls
+        );
+    }
+}
+
+pub struct Writer {
+    endpoints: Vec<String>,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    ops: Arc<Mutex<Vec<Op>>>,
+    monitor: Arc<Mutex<Monitor>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+async fn connect(endpoint: &str, timeout: Duration) -> Option<Client> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        .with_timeout(timeout);
+    tokio::time::timeout(timeout, Client::connect([endpoint], Some(opts)))
+        .await
+        .ok()?
+        .ok()
+}
+
+async fn answers(endpoint: &str) -> bool {
+    let fut = async {
+        let mut c = connect(endpoint, POLL_TIMEOUT).await?;
+        c.status().await.ok()
+    };
+    matches!(tokio::time::timeout(POLL_TIMEOUT, fut).await, Ok(Some(_)))
+}
+
+impl Writer {
+    /// Starts writing to, and watching, `endpoints` (client URLs).
+    pub fn start(endpoints: &[String]) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let monitor = Arc::new(Mutex::new(Monitor {
+            down_polls: vec![0; endpoints.len()],
+            ..Default::default()
+        }));
+        let writer = {
+            let (eps, stop, ops) = (endpoints.to_vec(), stop.clone(), ops.clone());
+            std::thread::spawn(move || write_loop(&eps, &stop, &ops))
+        };
+        let watcher = {
+            let (eps, stop, mon) = (endpoints.to_vec(), stop.clone(), monitor.clone());
+            std::thread::spawn(move || monitor_loop(&eps, &stop, &mon, started))
+        };
+        Writer {
+            endpoints: endpoints.to_vec(),
+            stop,
+            started,
+            ops,
+            monitor,
+            threads: vec![writer, watcher],
+        }
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops both threads, reads every acknowledged key back from every
+    /// member (each must answer within `read_limit`), and reports.
+    pub fn finish(mut self, read_limit: Duration) -> Report {
+        self.halt();
+        let ran_for = self.started.elapsed();
+        let ops = self.ops.lock().unwrap().clone();
+        let acked: Vec<&Op> = ops.iter().filter(|o| o.acked).collect();
+        let longest_gap = acked
+            .windows(2)
+            .map(|w| w[1].invoked - w[0].invoked)
+            .max()
+            .unwrap_or_default();
+        let rt = runtime();
+        let mut lost_keys = Vec::new();
+        for ep in &self.endpoints {
+            let have = rt.block_on(read_all(ep, read_limit));
+            let have = have.unwrap_or_else(|e| panic!("reading the writer's keys from {ep}: {e}"));
+            for o in &acked {
+                let k = key(o.seq);
+                if !have.contains(&k) {
+                    lost_keys.push(format!("{k} (missing at {ep})"));
+                }
+            }
+        }
+        let lost = {
+            let mut seqs: Vec<&str> = lost_keys
+                .iter()
+                .map(|k| k.split(' ').next().unwrap())
+                .collect();
+            seqs.sort();
+            seqs.dedup();
+            seqs.len()
+        };
+        let m = self.monitor.lock().unwrap();
+        Report {
+            acked: acked.len(),
+            failed: ops.len() - acked.len(),
+            lost,
+            lost_keys,
+            longest_gap,
+            ran_for,
+            max_down: m.max_down,
+            max_down_at: m.max_down_at.clone(),
+            polls: m.polls,
+            down_polls: self
+                .endpoints
+                .iter()
+                .cloned()
+                .zip(m.down_polls.iter().copied())
+                .collect(),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn key(seq: u64) -> String {
+    format!("writer/{seq:08}")
+}
+
+async fn read_all(
+    endpoint: &str,
+    limit: Duration,
+) -> Result<std::collections::HashSet<String>, String> {
+    let start = Instant::now();
+    loop {
+        let attempt = async {
+            let mut c = connect(endpoint, Duration::from_secs(3))
+                .await
+                .ok_or("no connection")?;
+            let r = c
+                .get(
+                    "writer/",
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                r.kvs()
+                    .iter()
+                    .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+                    .collect(),
+            )
+        };
+        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+            Ok(Ok(keys)) => return Ok(keys),
+            Ok(Err(e)) if start.elapsed() > limit => return Err(e),
+            Err(_) if start.elapsed() > limit => return Err("no answer".into()),
+            _ => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+fn write_loop(endpoints: &[String], stop: &AtomicBool, ops: &Mutex<Vec<Op>>) {
+    let rt = runtime();
+    let mut clients: Vec<Option<Client>> = endpoints.iter().map(|_| None).collect();
+    let mut at = 0usize;
+    let mut seq = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let invoked = Instant::now();
+        let ep = &endpoints[at];
+        let slot = &mut clients[at];
+        let acked = rt.block_on(async {
+            let put = async {
+                if slot.is_none() {
+                    *slot = connect(ep, PUT_TIMEOUT).await;
+                }
+                let c = slot.as_mut()?;
+                c.put(key(seq), seq.to_string(), None).await.ok()
+            };
+            matches!(tokio::time::timeout(PUT_TIMEOUT, put).await, Ok(Some(_)))
+        });
+        if !acked {
+            // A fresh connection next time, and the next member now.
+            clients[at] = None;
+            at = (at + 1) % endpoints.len();
+        }
+        ops.lock().unwrap().push(Op {
+            seq,
+            invoked,
+            acked,
+        });
+        seq += 1;
+        std::thread::sleep(PUT_EVERY);
+    }
+}
+
+fn monitor_loop(endpoints: &[String], stop: &AtomicBool, mon: &Mutex<Monitor>, started: Instant) {
+    let rt = runtime();
+    while !stop.load(Ordering::SeqCst) {
+        let t = Instant::now();
+        let up: Vec<bool> = rt.block_on(async {
+            let polls = endpoints.iter().map(|ep| answers(ep));
+            futures_join_all(polls).await
+        });
+        let down: Vec<String> = endpoints
+            .iter()
+            .zip(&up)
+            .filter(|(_, up)| !**up)
+            .map(|(e, _)| e.clone())
+            .collect();
+        {
+            let mut m = mon.lock().unwrap();
+            m.polls += 1;
+            for (i, u) in up.iter().enumerate() {
+                if !u {
+                    m.down_polls[i] += 1;
+                }
+            }
+            if down.len() > m.max_down {
+                m.max_down = down.len();
+                m.max_down_at = Some((t - started, down));
+            }
+        }
+        std::thread::sleep(POLL_EVERY.saturating_sub(t.elapsed()));
+    }
+}
+
+/// All polls of one round at once, so "at the same instant" means one round.
+async fn futures_join_all<F: std::future::Future<Output = bool>>(
+    futs: impl Iterator<Item = F>,
+) -> Vec<bool> {
+    let mut set = Vec::new();
+    for f in futs {
+        set.push(Box::pin(f));
+    }
+    let mut out = vec![false; set.len()];
+    let mut pending: Vec<usize> = (0..set.len()).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain(|&i| match set[i].as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => {
+                out[i] = v;
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out
+}
