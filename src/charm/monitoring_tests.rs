@@ -67,6 +67,7 @@ fn leader(m: Monitoring) -> Observed {
             ],
         }),
         monitoring: m,
+        fresh_token: Ok("FRESH0TOKEN00001".into()),
     }
 }
 

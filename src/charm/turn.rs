@@ -242,6 +242,8 @@ mod tests {
             active: true,
             local: Some(view.clone()),
             cluster: Some(view),
+            monitoring: Default::default(),
+            fresh_token: Ok("FRESH0TOKEN00001".into()),
         }
     }
 
@@ -257,6 +259,21 @@ mod tests {
         Step::WriteConfig {
             text: "x".into(),
             why: "w".into(),
+            config: Box::new(crate::render::EtcdConfig {
+                name: "etcd0".into(),
+                data_dir: "/d".into(),
+                listen_peer_urls: vec![],
+                listen_client_urls: vec![],
+                initial_advertise_peer_urls: vec![],
+                advertise_client_urls: vec![],
+                initial_cluster: vec![],
+                initial_cluster_token: String::new(),
+                initial_cluster_state: crate::render::ClusterState::Existing,
+                snapshot_count: None,
+                heartbeat_interval: 100,
+                election_timeout: 1000,
+                strict_reconfig_check: true,
+            }),
         }
     }
 
