@@ -315,6 +315,12 @@ pub fn refusals(
     attached: impl Fn(&str) -> usize,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    if old.name != new.name {
+        out.push(format!(
+            "a --path refresh needs the same charm name ({:?}, not {:?})",
+            old.name, new.name
+        ));
+    }
     for (name, change) in &cmp.endpoints {
         let peer = old.endpoints.get(name).is_some_and(|e| e.role == "peers");
         let breaks = matches!(change, Change::Dropped | Change::Changed(_));

@@ -6,6 +6,7 @@ pub mod apply;
 pub mod compat;
 pub mod config;
 pub mod dryrun;
+pub mod dryrun_refresh;
 pub mod leader;
 pub mod logging;
 pub mod observe;
