@@ -20,7 +20,9 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
+//! `config`, `options` (what the Python charm's later options do), `actions`,
+//! `dryrun`, `dryrun_refresh` (what `juju refresh` keeps and drops), `compat`
+//! (Juju's refresh rules over two charms' metadata), `logging` (tracing → juju-log).
 
 pub mod charm;
 pub mod cli;
