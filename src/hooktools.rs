@@ -139,6 +139,11 @@ impl Invocation {
         Invocation::new("relation-ids", &[endpoint, JSON])
     }
 
+    /// `storage-list <name> --format=json`
+    pub fn storage_list(name: &str) -> Invocation {
+        Invocation::new("storage-list", &[name, JSON])
+    }
+
     /// `relation-list -r <id> --format=json`
     pub fn relation_list(relation_id: &str) -> Invocation {
         Invocation::new("relation-list", &["-r", relation_id, JSON])
@@ -538,6 +543,11 @@ impl HookTools {
     pub fn goal_state(&self) -> Result<Value> {
         let inv = Invocation::goal_state();
         parse_any(&inv, &self.run(&inv)?)
+    }
+    /// The ids of this unit's instances of one storage (`data/0`).
+    pub fn storage_list(&self, name: &str) -> Result<Vec<String>> {
+        let inv = Invocation::storage_list(name);
+        parse_string_list(&inv, &self.run(&inv)?)
     }
 }
 

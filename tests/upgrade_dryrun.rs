@@ -52,6 +52,10 @@ fn dry_runs(up: &Upgrade, unit: &str) -> ((i32, Value), (i32, Value, String)) {
     assert_eq!(hand.1["model"]["hook_tools"], false);
     let unread = hand.1["model"]["unread"][0].as_str().unwrap_or("");
     assert!(unread.contains("no Juju hook tools"), "{unread}");
+    // Under Juju the old charm is the unit's; over ssh it is unknown.
+    assert_eq!(report["refresh"]["compared"], true, "{report:#}");
+    assert_eq!(report["refresh"]["refusals"], serde_json::json!([]));
+    assert_eq!(hand.1["refresh"]["compared"], false);
     ((code, report), hand)
 }
 

@@ -194,7 +194,10 @@ pub struct Comparison {
     pub options: Vec<(String, Change)>,
 }
 
-fn diffs<T>(old: &T, new: &T, fields: &[(&str, fn(&T) -> String)]) -> Vec<String> {
+/// A named field of a declaration, as text.
+type Field<T> = (&'static str, fn(&T) -> String);
+
+fn diffs<T>(old: &T, new: &T, fields: &[Field<T>]) -> Vec<String> {
     fields
         .iter()
         .filter_map(|(what, get)| {
@@ -315,6 +318,12 @@ pub fn refusals(
     attached: impl Fn(&str) -> usize,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    if old.name != new.name {
+        out.push(format!(
+            "a --path refresh needs the same charm name ({:?}, not {:?})",
+            old.name, new.name
+        ));
+    }
     for (name, change) in &cmp.endpoints {
         let peer = old.endpoints.get(name).is_some_and(|e| e.role == "peers");
         let breaks = matches!(change, Change::Dropped | Change::Changed(_));

@@ -5,9 +5,10 @@
 //! too), or by `jujusim refresh --dry-run`.
 //!
 //! It prints the plan step by step, the token the unit would keep and where
-//! it came from, a unified diff of etcd.conf.yml, and a verdict. Exit 0:
-//! the upgrade would proceed; 2: it would block (the reason is printed);
-//! 1: the dry run itself could not run.
+//! it came from, a unified diff of etcd.conf.yml, what `juju refresh` keeps
+//! and drops (dryrun_refresh.rs), and a verdict. Exit 0: the upgrade would
+//! proceed; 2: it would block, or Juju would refuse the refresh (the reason
+//! is printed); 1: the dry run itself could not run.
 
 use super::observe::{self, Mode, Observed};
 use super::plan::{self, Plan, Step};
@@ -111,6 +112,9 @@ struct Report {
     /// What the new config changes that peers or clients will notice.
     warnings: Vec<String>,
     blocked: Option<String>,
+    /// What `juju refresh` itself keeps, drops or refuses (dryrun_refresh.rs).
+    refresh: super::dryrun_refresh::RefreshView,
+    refused: Vec<String>,
 }
 
 /// The name and advertised URLs are what the rest of the cluster and its
@@ -165,6 +169,13 @@ pub fn run(explicit_unit: Option<&str>, format: Format) -> ExitCode {
             "{}",
             serde_json::to_string_pretty(&to_json(&report, &paths)).unwrap_or_default()
         ),
+    }
+    if !report.refused.is_empty() {
+        eprintln!(
+            "etcd-charm upgrade-charm --dry-run: juju refresh would refuse: {}",
+            report.refused.join("; ")
+        );
+        return ExitCode::from(EXIT_BLOCKED);
     }
     match &report.blocked {
         None => ExitCode::SUCCESS,
@@ -225,6 +236,12 @@ fn build(paths: &Paths, explicit_unit: Option<&str>) -> Result<Report, String> {
         .iter()
         .find(|(k, _)| *k == StatusKind::Blocked)
         .map(|(_, m)| m.clone());
+    // Under `juju exec` the charm dir is the one the unit runs now: the old.
+    let old_dir = std::env::var_os("JUJU_CHARM_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    let refresh = super::dryrun_refresh::observe(old_dir, hook_tools.then_some(&tools));
+    let refused = refresh.refusals();
     Ok(Report {
         unit,
         unit_from,
@@ -239,6 +256,8 @@ fn build(paths: &Paths, explicit_unit: Option<&str>) -> Result<Report, String> {
         diff,
         warnings,
         blocked,
+        refresh,
+        refused,
     })
 }
 
@@ -387,8 +406,16 @@ fn text(r: &Report, paths: &Paths) -> String {
     for (k, m) in &r.plan.status {
         let _ = writeln!(s, "Status after the plan: {} — {m}", k.as_str());
     }
+    s.push_str(&super::dryrun_refresh::text(&r.refresh));
     let _ = writeln!(s);
     match &r.blocked {
+        _ if !r.refused.is_empty() => {
+            let _ = writeln!(
+                s,
+                "Verdict: juju refresh would REFUSE: {}",
+                r.refused.join("; ")
+            );
+        }
         None => {
             let _ = writeln!(s, "Verdict: the upgrade would proceed.");
         }
@@ -483,7 +510,18 @@ fn to_json(r: &Report, paths: &Paths) -> Value {
         },
         "statuses": statuses,
         "warnings": r.warnings,
-        "verdict": if r.blocked.is_some() { "blocked" } else { "proceed" },
-        "reason": r.blocked,
+        "verdict": if !r.refused.is_empty() {
+            "refused"
+        } else if r.blocked.is_some() {
+            "blocked"
+        } else {
+            "proceed"
+        },
+        "reason": if r.refused.is_empty() {
+            json!(r.blocked)
+        } else {
+            json!(format!("juju refresh would refuse: {}", r.refused.join("; ")))
+        },
+        "refresh": super::dryrun_refresh::to_json(&r.refresh),
     })
 }

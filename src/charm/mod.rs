@@ -8,6 +8,7 @@ pub mod checks;
 pub mod compat;
 pub mod config;
 pub mod dryrun;
+pub mod dryrun_refresh;
 pub mod leader;
 pub mod logging;
 pub mod monitoring;

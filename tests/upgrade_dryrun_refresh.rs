@@ -1,0 +1,186 @@
+//! The dry run's refresh section through `jujusim refresh --dry-run`: the
+//! unit runs a stand-in for the Python charm (its metadata and config from
+//! tests/fixtures/python-charm/, plus an endpoint and an option this charm
+//! lacks), so the dry run, with JUJU_CHARM_DIR = that old charm, says what
+//! the refresh keeps, which stored value it drops, and refuses once the
+//! endpoint it would drop has a live relation.
+
+mod upgrade_support;
+use upgrade_support::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/python-charm")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The Python charm's declarations, plus `legacy-db` (an etcd endpoint this
+/// charm does not have) and `legacy_opt`; hooks that do nothing.
+fn python_stand_in(dest: &Path) -> PathBuf {
+    let dir = dest.join("python-etcd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let meta = fixture("metadata.yaml").replace(
+        "provides:\n",
+        "provides:\n  legacy-db:\n    interface: etcd\n",
+    );
+    assert!(meta.contains("legacy-db"));
+    std::fs::write(dir.join("metadata.yaml"), meta).unwrap();
+    let config = format!(
+        "{}  legacy_opt:\n    type: string\n    default: unset\n    description: gone in the new charm\n",
+        fixture("config.yaml")
+    );
+    std::fs::write(dir.join("config.yaml"), config).unwrap();
+    std::fs::write(dir.join("actions.yaml"), fixture("actions.yaml")).unwrap();
+    let dispatch = dir.join("dispatch");
+    std::fs::write(&dispatch, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dispatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn dry_run(m: &Model, json: bool) -> (i32, String) {
+    let mut args = vec![
+        "refresh",
+        "etcd",
+        "--path",
+        m.charm.to_str().unwrap(),
+        "--dry-run",
+    ];
+    if json {
+        args.extend(["--", "--format=json"]);
+    }
+    let out = m.run(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let header = text.lines().next().unwrap_or("");
+    let code = header
+        .strip_prefix("=== etcd/0 (exit ")
+        .and_then(|r| r.strip_suffix(") ==="))
+        .unwrap_or_else(|| panic!("no dry-run header in {text}"))
+        .parse()
+        .unwrap();
+    (code, text)
+}
+
+fn report(m: &Model) -> (i32, Value) {
+    let (code, text) = dry_run(m, true);
+    let runs = parse_dry_runs(&text);
+    assert_eq!(runs.len(), 1, "{text}");
+    assert_eq!(runs[0].1, code);
+    (code, runs[0].2.clone())
+}
+
+fn entry<'a>(v: &'a Value, kind: &str, name: &str) -> &'a Value {
+    v["refresh"][kind]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {:#}", v["refresh"]))
+}
+
+#[test]
+fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses() {
+    let m = Model::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let old = python_stand_in(tmp.path());
+    m.ok(&[
+        "deploy",
+        old.to_str().unwrap(),
+        "--config",
+        "legacy_opt=set-by-operator",
+        "--config",
+        "snapd_refresh=fri,23:00-01:00",
+        "--env",
+        "ETCD_CHARM_SERVICE=direct",
+        "--env",
+        "ETCD_CHARM_ROOT={unit_root}",
+    ]);
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charms/etcd-client");
+    m.ok(&["deploy", client.to_str().unwrap()]);
+    m.ok(&["integrate", "etcd:db", "etcd-client:etcd"]);
+
+    // 1. Only kept endpoints are related: the refresh would go through.
+    let (code, r) = report(&m);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["verdict"], "proceed", "{r:#}");
+    let rf = &r["refresh"];
+    assert_eq!(rf["compared"], true, "{rf:#}");
+    // The unit's charm dir (jujusim's copy of the old charm), not the new one.
+    let old_dir = PathBuf::from(rf["old_charm_dir"].as_str().unwrap());
+    assert_ne!(old_dir, m.charm);
+    assert_eq!(
+        std::fs::read_to_string(old_dir.join("config.yaml")).unwrap(),
+        std::fs::read_to_string(old.join("config.yaml")).unwrap()
+    );
+    assert_eq!(rf["refusals"], Value::Array(vec![]));
+    let db = entry(&r, "endpoints", "db");
+    assert_eq!(db["change"], "kept");
+    assert_eq!(db["relations"].as_array().map(Vec::len), Some(1), "{db}");
+    let legacy = entry(&r, "endpoints", "legacy-db");
+    assert_eq!(legacy["change"], "dropped");
+    assert_eq!(legacy["relations"], Value::Array(vec![]));
+    assert_eq!(
+        entry(&r, "endpoints", "nrpe-external-master")["change"],
+        "kept"
+    );
+    assert_eq!(entry(&r, "endpoints", "certificates")["change"], "kept");
+    let data = entry(&r, "storage", "data");
+    assert_eq!(
+        (data["change"].as_str(), data["attached"].as_u64()),
+        (Some("kept"), Some(1))
+    );
+    assert_eq!(rf["resources_to_pass"], Value::Array(vec![]));
+    let kept: Vec<&str> = rf["options"]["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(kept.len(), 12, "{kept:?}");
+    assert!(kept.contains(&"snapd_refresh"));
+    assert_eq!(rf["options"]["new"], Value::Array(vec![]));
+    assert_eq!(rf["options"]["removed"], serde_json::json!(["legacy_opt"]));
+    let dropped = rf["options"]["dropped_values"].as_array().unwrap();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0]["name"], "legacy_opt");
+    assert_eq!(dropped[0]["stored"], "set-by-operator");
+
+    // 2. A client on the endpoint the refresh drops: Juju would refuse.
+    m.ok(&["deploy", client.to_str().unwrap(), "--name", "old-client"]);
+    m.ok(&["integrate", "etcd:legacy-db", "old-client:etcd"]);
+    let (code, r) = report(&m);
+    assert_eq!(code, 2, "{r:#}");
+    assert_eq!(r["verdict"], "refused", "{r:#}");
+    let legacy = entry(&r, "endpoints", "legacy-db");
+    let rel = legacy["relations"][0].as_str().unwrap().to_string();
+    assert!(rel.starts_with("legacy-db:"), "{legacy}");
+    let want = format!("would break relation {rel} on endpoint legacy-db");
+    assert_eq!(r["refresh"]["refusals"], serde_json::json!([want]));
+    assert!(
+        r["reason"].as_str().unwrap().contains(&want),
+        "{}",
+        r["reason"]
+    );
+
+    // The text report says the same, and its verdict names the refusal.
+    let (code, text) = dry_run(&m, false);
+    assert_eq!(code, 2, "{text}");
+    if std::env::var_os("SHOW_DRY_RUN").is_some() {
+        eprintln!("{text}");
+    }
+    for line in [
+        format!("endpoint legacy-db (provides etcd): DROPPED; relations {rel}"),
+        "endpoint nrpe-external-master (provides nrpe-external-master, scope container): kept"
+            .to_string(),
+        "option legacy_opt: the stored value \"set-by-operator\" is dropped (the option is removed)"
+            .to_string(),
+        "options removed: legacy_opt".to_string(),
+        format!("Verdict: juju refresh would REFUSE: {want}"),
+    ] {
+        assert!(text.contains(&line), "{line:?} not in\n{text}");
+    }
+}
