@@ -26,6 +26,7 @@ use crate::sim::procs::{self, Target};
 use crate::sim::runner::{self, Capture, Outcome};
 use crate::sim::store::{self, ModelDir};
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -122,7 +123,13 @@ pub fn run(dir: &ModelDir, opts: &Options, progress: &Progress) -> Result<Report
                             busy.insert(unit.clone());
                             let tx = done_tx.clone();
                             scope.spawn(move || {
-                                let runs = run_with_retries(dir, opts, progress, opened, ev);
+                                // A panic must still report, or we would wait forever.
+                                let runs = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                    run_with_retries(dir, opts, progress, opened, ev)
+                                }))
+                                .unwrap_or_else(|_| {
+                                    Err(SimError::new(format!("running {unit}'s hook panicked")))
+                                });
                                 let _ = tx.send((unit, runs));
                             });
                         }
