@@ -8,10 +8,11 @@
 //! from the seeded generator, then waits for any hook to end.
 //!
 //! Reproducible: which units start together, and in what order, from a
-//! given state and seed. Not reproducible: which hook ends first, and so
-//! which units are ready at the next start (the generator's later draws
-//! follow). `serial` runs one hook at a time across the model, as before,
-//! and then the whole run follows from the seed.
+//! given state and seed (there is no start jitter: ready units start at
+//! once). Not reproducible: which hook ends first, and so which units are
+//! ready at the next start (the generator's later draws follow). `serial`
+//! runs one hook at a time across the model, as before, and then the whole
+//! run follows from the seed.
 //!
 //! A failed hook is run again up to `attempts` times; then the unit is in
 //! error on that hook and runs nothing more until `resolve`.
