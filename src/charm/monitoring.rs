@@ -216,13 +216,13 @@ pub fn observe(
         return Ok(m);
     }
     let mut ok = true;
-    // The relation this hook is breaking is gone for us; the unit departing
-    // in a departed hook is no longer a counterpart.
+    // The relation this hook is breaking is gone for us; in a departed hook
+    // the remote unit has left our view (also when we are the one leaving).
     let (broken, departing) = match (&ctx.event, &ctx.relation) {
         (Event::Relation { kind, .. }, Some(r)) => (
             (*kind == RelationKind::Broken).then(|| r.id.clone()),
             (*kind == RelationKind::Departed)
-                .then(|| r.departing_unit.clone().or(r.remote_unit.clone()))
+                .then(|| r.remote_unit.clone())
                 .flatten(),
         ),
         _ => (None, None),

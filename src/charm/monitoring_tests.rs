@@ -277,6 +277,35 @@ fn nrpe_writes_the_checks_and_the_monitors_once() {
 }
 
 #[test]
+fn a_new_nagios_hostname_replaces_the_export_files() {
+    let checks = nagios::checks(false);
+    let bin = Path::new("/charm/bin/etcd-charm");
+    let old = nagios::files(&checks, "juju-etcd-0", "juju", bin, Path::new("/"));
+    let mut r = rel("nrpe-external-master:5", "nrpe/0", Databag::new(), "");
+    r.remotes
+        .get_mut("nrpe/0")
+        .unwrap()
+        .insert("nagios_hostname".into(), "node-7".into());
+    let mut m = known();
+    m.nrpe = vec![r];
+    m.nrpe_files = old;
+    let s = steps(&leader(m));
+    let Some(MonitoringStep::NrpeFiles { write, remove }) = s.last().cloned() else {
+        panic!("{s:?}")
+    };
+    // The nrpe.d files name no host: unchanged, not rewritten.
+    assert_eq!(write.len(), 2, "{write:?}");
+    assert!(write.keys().all(|p| p.to_string_lossy().contains("node-7")));
+    assert_eq!(
+        remove,
+        vec![
+            nagios::export_file("juju-etcd-0", "etcd-alarms"),
+            nagios::export_file("juju-etcd-0", "etcd-health"),
+        ]
+    );
+}
+
+#[test]
 fn unknown_monitoring_plans_nothing() {
     let mut m = known();
     m.known = false;
