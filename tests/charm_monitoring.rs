@@ -23,10 +23,9 @@ fn stand_in(name: &str) -> String {
 
 /// The databag a stand-in saved for `etcd/N` (`<prefix>-etcd-N.json`).
 fn saved_bag(m: &Model, stand_in_unit: &str, prefix: &str, etcd_unit: &str) -> Option<Value> {
-    let f = m.root(stand_in_unit).join(format!(
-        "{prefix}-{}.json",
-        etcd_unit.replace('/', "-")
-    ));
+    let f = m
+        .root(stand_in_unit)
+        .join(format!("{prefix}-{}.json", etcd_unit.replace('/', "-")));
     serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()
 }
 
@@ -63,7 +62,11 @@ fn metrics(target: &str) -> String {
     .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"), "{target}: {}", tail(&out, 5));
+    assert!(
+        out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"),
+        "{target}: {}",
+        tail(&out, 5)
+    );
     out
 }
 
@@ -117,7 +120,12 @@ fn prometheus_scrapes_every_member_and_grafana_gets_the_dashboard() {
     let m = Model::new();
     m.deploy(1);
     m.assert_all_healthy(1);
-    m.ok(&["deploy", &stand_in("prometheus-manual"), "--name", "prometheus"]);
+    m.ok(&[
+        "deploy",
+        &stand_in("prometheus-manual"),
+        "--name",
+        "prometheus",
+    ]);
     m.ok(&["integrate", "etcd:prometheus", "prometheus:manual-jobs"]);
 
     let bag = saved_bag(&m, "prometheus/0", "requests", "etcd/0").expect("etcd/0's request");
@@ -145,7 +153,10 @@ fn prometheus_scrapes_every_member_and_grafana_gets_the_dashboard() {
     assert_eq!(targets(&req), want);
     for t in &want {
         let body = metrics(t);
-        for metric in ["etcd_server_has_leader", "etcd_disk_wal_fsync_duration_seconds_bucket"] {
+        for metric in [
+            "etcd_server_has_leader",
+            "etcd_disk_wal_fsync_duration_seconds_bucket",
+        ] {
             assert!(body.contains(metric), "{metric} at {t}");
         }
     }
@@ -155,7 +166,12 @@ fn prometheus_scrapes_every_member_and_grafana_gets_the_dashboard() {
         assert!(other.as_ref().and_then(request).is_none(), "{u}: {other:?}");
     }
 
-    m.ok(&["deploy", &stand_in("grafana-dashboard"), "--name", "grafana"]);
+    m.ok(&[
+        "deploy",
+        &stand_in("grafana-dashboard"),
+        "--name",
+        "grafana",
+    ]);
     m.ok(&["integrate", "etcd:grafana", "grafana:dashboards"]);
     let bag = saved_bag(&m, "grafana/0", "dashboards", &leader).expect("the leader's dashboard");
     let (gid, req) = request(&bag).expect("a dashboard request");
@@ -181,12 +197,18 @@ fn nrpe_checks_are_written_run_and_removed() {
     // jujusim does not model subordinates: the stand-in is a principal
     // related to etcd, which sees it as a remote unit just the same.
     m.ok(&["deploy", &stand_in("nrpe")]);
-    m.ok(&["integrate", "etcd:nrpe-external-master", "nrpe:nrpe-external-master"]);
+    m.ok(&[
+        "integrate",
+        "etcd:nrpe-external-master",
+        "nrpe:nrpe-external-master",
+    ]);
 
     let root = m.root("nrpe/0");
     let monitors = std::fs::read_to_string(root.join("monitors-etcd-0.yaml")).unwrap();
     let y: serde_yaml::Value = serde_yaml::from_str(&monitors).unwrap();
-    let nrpe = y["monitors"]["remote"]["nrpe"].as_mapping().expect("monitors");
+    let nrpe = y["monitors"]["remote"]["nrpe"]
+        .as_mapping()
+        .expect("monitors");
     let mut names: Vec<String> = nrpe
         .iter()
         .map(|(k, v)| {
@@ -199,7 +221,9 @@ fn nrpe_checks_are_written_run_and_removed() {
     // The direct backend has no systemd unit to check.
     assert_eq!(names, ["etcd-alarms", "etcd-health"]);
     assert_eq!(
-        std::fs::read_to_string(root.join("primary-etcd-0")).unwrap().trim(),
+        std::fs::read_to_string(root.join("primary-etcd-0"))
+            .unwrap()
+            .trim(),
         "False"
     );
 
@@ -212,8 +236,14 @@ fn nrpe_checks_are_written_run_and_removed() {
     wait_until("the export files", LONG, || files(&export) == want);
     for f in &want {
         let text = std::fs::read_to_string(export.join(f)).unwrap();
-        assert!(text.contains("host_name                       nagios-test-host\n"), "{text}");
-        assert!(text.contains("check_command                   check_nrpe!check_etcd-"), "{text}");
+        assert!(
+            text.contains("host_name                       nagios-test-host\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("check_command                   check_nrpe!check_etcd-"),
+            "{text}"
+        );
     }
     let commands = nrpe_commands(&m, "etcd/0");
     assert_eq!(
@@ -225,7 +255,10 @@ fn nrpe_checks_are_written_run_and_removed() {
     for (name, cmd) in &commands {
         let (code, out) = run_check(cmd);
         assert_eq!(code, 0, "{name}: {out}");
-        assert!(out.starts_with("ETCD OK: ") && out.lines().count() == 1, "{name}: {out}");
+        assert!(
+            out.starts_with("ETCD OK: ") && out.lines().count() == 1,
+            "{name}: {out}"
+        );
     }
     // etcd killed: every check is CRITICAL.
     m.kill_etcd("etcd/0");
@@ -242,5 +275,8 @@ fn nrpe_checks_are_written_run_and_removed() {
     // The nrpe unit goes: etcd's checks go with it.
     m.ok(&["remove-unit", "nrpe/0"]);
     assert_eq!(files(&export), Vec::<String>::new());
-    assert_eq!(files(&m.root("etcd/0").join("etc/nagios/nrpe.d")), Vec::<String>::new());
+    assert_eq!(
+        files(&m.root("etcd/0").join("etc/nagios/nrpe.d")),
+        Vec::<String>::new()
+    );
 }

@@ -191,9 +191,11 @@ fn our_files(paths: &Paths) -> BTreeMap<PathBuf, String> {
     out
 }
 
-/// Reads the three endpoints. Hook tools are called only for endpoints
-/// that have relations; the config is read again only with an nrpe
-/// relation.
+/// Reads the three endpoints. Every hook-tool call is a round trip to the
+/// agent, so: update-status reads nothing (it only reports; relation and
+/// membership changes come with their own hooks), one `goal-state` says
+/// which endpoints have relations, and only those are read; the config is
+/// read again only with an nrpe relation.
 // Note for the `meta` branch: nagios_context / nagios_servicegroups are
 // read here from the raw config map (defaults `juju` / ""); once CharmConfig
 // carries them, take them from `Observed::config` and drop the config-get.
@@ -212,10 +214,15 @@ pub fn observe(
         nagios_context: "juju".into(),
         ..Default::default()
     };
-    if mode == (Mode::DryRun { tools: false }) {
+    if mode == (Mode::DryRun { tools: false }) || ctx.event == Event::UpdateStatus {
         return Ok(m);
     }
     let mut ok = true;
+    let goal = call(mode, &mut ok, unread, "goal-state", || tools.goal_state())?;
+    let related = |endpoint: &str| {
+        goal.as_ref()
+            .is_some_and(|g| g["relations"].get(endpoint).is_some())
+    };
     // The relation this hook is breaking is gone for us; in a departed hook
     // the remote unit has left our view (also when we are the one leaving).
     let (broken, departing) = match (&ctx.event, &ctx.relation) {
@@ -227,7 +234,10 @@ pub fn observe(
         ),
         _ => (None, None),
     };
-    for endpoint in [PROMETHEUS, GRAFANA, NRPE] {
+    for endpoint in [PROMETHEUS, GRAFANA, NRPE]
+        .into_iter()
+        .filter(|e| related(e))
+    {
         let ids = call(mode, &mut ok, unread, endpoint, || {
             tools.relation_ids(endpoint)
         })?
