@@ -29,6 +29,10 @@ pub const NRPE: &str = "nrpe-external-master";
 
 const DASHBOARD: &str = include_str!("../../templates/grafana-dashboard.json");
 const REQUEST_PREFIX: &str = "request_";
+/// Leadership data: the unit whose requests stand. Juju tells nobody that
+/// a unit lost leadership; writing this makes every other unit run
+/// leader-settings-changed, where a deposed leader withdraws its requests.
+pub const REQUESTS_BY: &str = "monitoring-requests-by";
 const RESPONSE_PREFIX: &str = "response_";
 
 /// One relation on a monitoring endpoint, as this unit sees it.
@@ -464,6 +468,12 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
             _ => None,
         };
         publish(p, &rel.id, request_changes(&rel.own, want));
+    }
+    let requests = !m.prometheus.is_empty() || !m.grafana.is_empty();
+    if o.is_leader && requests && o.leader.get(REQUESTS_BY) != Some(o.unit.as_str()) {
+        let mut d = Databag::new();
+        d.insert(REQUESTS_BY.into(), o.unit.clone());
+        p.steps.push(Step::SetLeaderData(d));
     }
     plan_nrpe(o, paths, p);
 }

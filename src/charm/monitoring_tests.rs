@@ -90,9 +90,12 @@ fn known() -> Monitoring {
     }
 }
 
+/// The monitoring steps (leadership data as if already recorded).
 fn steps(o: &Observed) -> Vec<MonitoringStep> {
+    let mut o = o.clone();
+    o.leader.app.insert(REQUESTS_BY.into(), o.unit.clone());
     let mut p = Plan::default();
-    plan(o, &Paths::new("/"), &mut p);
+    plan(&o, &Paths::new("/"), &mut p);
     p.steps
         .into_iter()
         .map(|s| match s {
@@ -161,6 +164,23 @@ fn a_non_leader_withdraws_its_old_request_and_a_stale_one_is_dropped() {
     o.is_leader = false;
     let bag = published(&steps(&o), "prometheus:3");
     assert_eq!(bag[&format!("request_{ID}")], "");
+}
+
+#[test]
+fn a_new_leader_says_so_in_leadership_data_so_the_old_one_withdraws() {
+    let mut m = known();
+    m.prometheus = vec![rel("prometheus:3", "prometheus/0", Databag::new(), ID)];
+    let mut o = leader(m);
+    o.leader.app.insert(REQUESTS_BY.into(), "etcd/1".into());
+    let mut p = Plan::default();
+    plan(&o, &Paths::new("/"), &mut p);
+    let mut want = Databag::new();
+    want.insert(REQUESTS_BY.into(), "etcd/0".into());
+    assert!(
+        p.steps.contains(&Step::SetLeaderData(want)),
+        "{:?}",
+        p.steps
+    );
 }
 
 #[test]
