@@ -20,7 +20,10 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
+//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log), and the
+//! monitoring endpoints: `monitoring` (prometheus, grafana, nrpe: observe,
+//! pure plan, apply), `nagios` (the nrpe files, rendered), `checks` (the
+//! `nrpe-check` Nagios plugins).
 
 pub mod charm;
 pub mod cli;
