@@ -481,13 +481,26 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
 fn plan_nrpe(o: &Observed, paths: &Paths, p: &mut Plan) {
     let m = &o.monitoring;
     let checks = nagios::checks(m.snap_backend);
+    // Both end up in Nagios' config files, where a newline starts a directive.
+    for (key, v) in [
+        ("nagios_context", &m.nagios_context),
+        ("nagios_servicegroups", &m.nagios_servicegroups),
+    ] {
+        if !nagios::one_line(v) {
+            p.status.push((
+                crate::hooktools::StatusKind::Blocked,
+                format!("config {key}={v:?} must be one line of printable text"),
+            ));
+            return;
+        }
+    }
     let groups = nagios::service_groups(&m.nagios_servicegroups, &m.nagios_context);
     let mut want = BTreeMap::new();
     for rel in m.nrpe.iter().filter(|r| !r.remotes.is_empty()) {
-        let remote_host = rel
-            .remotes
-            .values()
-            .find_map(|b| b.get("nagios_hostname").filter(|h| !h.is_empty()));
+        let remote_host = rel.remotes.values().find_map(|b| {
+            b.get("nagios_hostname")
+                .filter(|h| !h.is_empty() && nagios::one_line(h))
+        });
         let host = nagios::host_name(remote_host.map(|s| s.as_str()), &m.nagios_context, &o.unit);
         want.extend(nagios::files(
             &checks,
