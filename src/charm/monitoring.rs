@@ -233,7 +233,7 @@ pub fn observe(
         (Event::Relation { kind, .. }, Some(r)) => (
             (*kind == RelationKind::Broken).then(|| r.id.clone()),
             (*kind == RelationKind::Departed)
-                .then(|| r.remote_unit.clone())
+                .then(|| Some((r.id.clone(), r.remote_unit.clone()?)))
                 .flatten(),
         ),
         _ => (None, None),
@@ -259,7 +259,8 @@ pub fn observe(
             if read_remotes {
                 let units = call(mode, &mut ok, unread, &id, || tools.relation_list(&id))?
                     .unwrap_or_default();
-                for u in units.into_iter().filter(|u| Some(u) != departing.as_ref()) {
+                let gone = |u: &String| departing.as_ref() == Some(&(id.clone(), u.clone()));
+                for u in units.into_iter().filter(|u| !gone(u)) {
                     let bag = call(mode, &mut ok, unread, &id, || tools.relation_get(&id, &u))?
                         .unwrap_or_default();
                     rel.remotes.insert(u, bag);
