@@ -25,9 +25,13 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `turn` (the rolling-turn gate), `config`, `options` (what the Python charm's later options do), `actions`,
-//! `dryrun`, `dryrun_refresh` (what `juju refresh` keeps and drops), `compat`
-//! (Juju's refresh rules over two charms' metadata), `logging` (tracing → juju-log).
+//! `turn` (the rolling-turn gate), `config`, `options` (what the Python
+//! charm's later options do), `actions`, `dryrun`, `dryrun_refresh` (what
+//! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two
+//! charms' metadata), `logging` (tracing → juju-log), and the monitoring
+//! endpoints: `monitoring` (prometheus, grafana, nrpe: observe, pure plan,
+//! apply), `nagios` (the nrpe files, rendered), `checks` (the `nrpe-check`
+//! Nagios plugins).
 
 pub mod addr;
 pub mod charm;

@@ -187,6 +187,29 @@ fn prometheus_scrapes_every_member_and_grafana_gets_the_dashboard() {
         "the panels read the scrape job etcd-<prometheus request id>"
     );
     m.assert_all_healthy(2);
+
+    // Leadership moves: the new leader registers, the old one withdraws
+    // (Juju does not tell a deposed leader; leadership data does).
+    let other = m.units().into_iter().find(|u| *u != leader).unwrap();
+    m.ok(&["elect", &other]);
+    let bag = saved_bag(&m, "prometheus/0", "requests", &other).expect("the new leader's bag");
+    let (_, req) = request(&bag).expect("the new leader's request");
+    assert_eq!(targets(&req), want);
+    let bag = saved_bag(&m, "grafana/0", "dashboards", &other).expect("the new leader's bag");
+    assert!(request(&bag).is_some(), "the new leader's dashboard: {bag}");
+    for stand_in in ["prometheus/0", "grafana/0"] {
+        let prefix = if stand_in == "grafana/0" {
+            "dashboards"
+        } else {
+            "requests"
+        };
+        let bag = saved_bag(&m, stand_in, prefix, &leader).unwrap();
+        assert!(
+            request(&bag).is_none(),
+            "{leader} withdrew on {stand_in}: {bag}"
+        );
+    }
+    m.assert_all_healthy(2);
 }
 
 #[test]

@@ -29,6 +29,10 @@ pub const NRPE: &str = "nrpe-external-master";
 
 const DASHBOARD: &str = include_str!("../../templates/grafana-dashboard.json");
 const REQUEST_PREFIX: &str = "request_";
+/// Leadership data: the unit whose requests stand. Juju tells nobody that
+/// a unit lost leadership; writing this makes every other unit run
+/// leader-settings-changed, where a deposed leader withdraws its requests.
+pub const REQUESTS_BY: &str = "monitoring-requests-by";
 const RESPONSE_PREFIX: &str = "response_";
 
 /// One relation on a monitoring endpoint, as this unit sees it.
@@ -191,9 +195,11 @@ fn our_files(paths: &Paths) -> BTreeMap<PathBuf, String> {
     out
 }
 
-/// Reads the three endpoints. Hook tools are called only for endpoints
-/// that have relations; the config is read again only with an nrpe
-/// relation.
+/// Reads the three endpoints. Every hook-tool call is a round trip to the
+/// agent, so: update-status reads nothing (it only reports; relation and
+/// membership changes come with their own hooks), one `goal-state` says
+/// which endpoints have relations, and only those are read; the config is
+/// read again only with an nrpe relation.
 // Note for the `meta` branch: nagios_context / nagios_servicegroups are
 // read here from the raw config map (defaults `juju` / ""); once CharmConfig
 // carries them, take them from `Observed::config` and drop the config-get.
@@ -212,22 +218,30 @@ pub fn observe(
         nagios_context: "juju".into(),
         ..Default::default()
     };
-    if mode == (Mode::DryRun { tools: false }) {
+    if mode == (Mode::DryRun { tools: false }) || ctx.event == Event::UpdateStatus {
         return Ok(m);
     }
     let mut ok = true;
-    // The relation this hook is breaking is gone for us; the unit departing
-    // in a departed hook is no longer a counterpart.
+    let goal = call(mode, &mut ok, unread, "goal-state", || tools.goal_state())?;
+    let related = |endpoint: &str| {
+        goal.as_ref()
+            .is_some_and(|g| g["relations"].get(endpoint).is_some())
+    };
+    // The relation this hook is breaking is gone for us; in a departed hook
+    // the remote unit has left our view (also when we are the one leaving).
     let (broken, departing) = match (&ctx.event, &ctx.relation) {
         (Event::Relation { kind, .. }, Some(r)) => (
             (*kind == RelationKind::Broken).then(|| r.id.clone()),
             (*kind == RelationKind::Departed)
-                .then(|| r.departing_unit.clone().or(r.remote_unit.clone()))
+                .then(|| Some((r.id.clone(), r.remote_unit.clone()?)))
                 .flatten(),
         ),
         _ => (None, None),
     };
-    for endpoint in [PROMETHEUS, GRAFANA, NRPE] {
+    for endpoint in [PROMETHEUS, GRAFANA, NRPE]
+        .into_iter()
+        .filter(|e| related(e))
+    {
         let ids = call(mode, &mut ok, unread, endpoint, || {
             tools.relation_ids(endpoint)
         })?
@@ -245,7 +259,8 @@ pub fn observe(
             if read_remotes {
                 let units = call(mode, &mut ok, unread, &id, || tools.relation_list(&id))?
                     .unwrap_or_default();
-                for u in units.into_iter().filter(|u| Some(u) != departing.as_ref()) {
+                let gone = |u: &String| departing.as_ref() == Some(&(id.clone(), u.clone()));
+                for u in units.into_iter().filter(|u| !gone(u)) {
                     let bag = call(mode, &mut ok, unread, &id, || tools.relation_get(&id, &u))?
                         .unwrap_or_default();
                     rel.remotes.insert(u, bag);
@@ -455,19 +470,38 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
         };
         publish(p, &rel.id, request_changes(&rel.own, want));
     }
+    let requests = !m.prometheus.is_empty() || !m.grafana.is_empty();
+    if o.is_leader && requests && o.leader.get(REQUESTS_BY) != Some(o.unit.as_str()) {
+        let mut d = Databag::new();
+        d.insert(REQUESTS_BY.into(), o.unit.clone());
+        p.steps.push(Step::SetLeaderData(d));
+    }
     plan_nrpe(o, paths, p);
 }
 
 fn plan_nrpe(o: &Observed, paths: &Paths, p: &mut Plan) {
     let m = &o.monitoring;
     let checks = nagios::checks(m.snap_backend);
+    // Both end up in Nagios' config files, where a newline starts a directive.
+    for (key, v) in [
+        ("nagios_context", &m.nagios_context),
+        ("nagios_servicegroups", &m.nagios_servicegroups),
+    ] {
+        if !nagios::one_line(v) {
+            p.status.push((
+                crate::hooktools::StatusKind::Blocked,
+                format!("config {key}={v:?} must be one line of printable text"),
+            ));
+            return;
+        }
+    }
     let groups = nagios::service_groups(&m.nagios_servicegroups, &m.nagios_context);
     let mut want = BTreeMap::new();
     for rel in m.nrpe.iter().filter(|r| !r.remotes.is_empty()) {
-        let remote_host = rel
-            .remotes
-            .values()
-            .find_map(|b| b.get("nagios_hostname").filter(|h| !h.is_empty()));
+        let remote_host = rel.remotes.values().find_map(|b| {
+            b.get("nagios_hostname")
+                .filter(|h| !h.is_empty() && nagios::one_line(h))
+        });
         let host = nagios::host_name(remote_host.map(|s| s.as_str()), &m.nagios_context, &o.unit);
         want.extend(nagios::files(
             &checks,

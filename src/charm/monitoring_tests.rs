@@ -91,9 +91,12 @@ fn known() -> Monitoring {
     }
 }
 
+/// The monitoring steps (leadership data as if already recorded).
 fn steps(o: &Observed) -> Vec<MonitoringStep> {
+    let mut o = o.clone();
+    o.leader.app.insert(REQUESTS_BY.into(), o.unit.clone());
     let mut p = Plan::default();
-    plan(o, &Paths::new("/"), &mut p);
+    plan(&o, &Paths::new("/"), &mut p);
     p.steps
         .into_iter()
         .map(|s| match s {
@@ -162,6 +165,23 @@ fn a_non_leader_withdraws_its_old_request_and_a_stale_one_is_dropped() {
     o.is_leader = false;
     let bag = published(&steps(&o), "prometheus:3");
     assert_eq!(bag[&format!("request_{ID}")], "");
+}
+
+#[test]
+fn a_new_leader_says_so_in_leadership_data_so_the_old_one_withdraws() {
+    let mut m = known();
+    m.prometheus = vec![rel("prometheus:3", "prometheus/0", Databag::new(), ID)];
+    let mut o = leader(m);
+    o.leader.app.insert(REQUESTS_BY.into(), "etcd/1".into());
+    let mut p = Plan::default();
+    plan(&o, &Paths::new("/"), &mut p);
+    let mut want = Databag::new();
+    want.insert(REQUESTS_BY.into(), "etcd/0".into());
+    assert!(
+        p.steps.contains(&Step::SetLeaderData(want)),
+        "{:?}",
+        p.steps
+    );
 }
 
 #[test]
@@ -275,6 +295,48 @@ fn nrpe_writes_the_checks_and_the_monitors_once() {
         }
         _ => panic!("{s:?}"),
     }
+}
+
+#[test]
+fn a_new_nagios_hostname_replaces_the_export_files() {
+    let checks = nagios::checks(false);
+    let bin = Path::new("/charm/bin/etcd-charm");
+    let old = nagios::files(&checks, "juju-etcd-0", "juju", bin, Path::new("/"));
+    let mut r = rel("nrpe-external-master:5", "nrpe/0", Databag::new(), "");
+    r.remotes
+        .get_mut("nrpe/0")
+        .unwrap()
+        .insert("nagios_hostname".into(), "node-7".into());
+    let mut m = known();
+    m.nrpe = vec![r];
+    m.nrpe_files = old;
+    let s = steps(&leader(m));
+    let Some(MonitoringStep::NrpeFiles { write, remove }) = s.last().cloned() else {
+        panic!("{s:?}")
+    };
+    // The nrpe.d files name no host: unchanged, not rewritten.
+    assert_eq!(write.len(), 2, "{write:?}");
+    assert!(write.keys().all(|p| p.to_string_lossy().contains("node-7")));
+    assert_eq!(
+        remove,
+        vec![
+            nagios::export_file("juju-etcd-0", "etcd-alarms"),
+            nagios::export_file("juju-etcd-0", "etcd-health"),
+        ]
+    );
+}
+
+#[test]
+fn a_multi_line_nagios_option_blocks_and_writes_nothing() {
+    let mut m = known();
+    m.nrpe = vec![rel("nrpe-external-master:5", "nrpe/0", Databag::new(), "")];
+    m.nagios_servicegroups = "juju\n}".into();
+    let mut p = Plan::default();
+    plan(&leader(m), &Paths::new("/"), &mut p);
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    let (kind, msg) = &p.status[0];
+    assert_eq!(*kind, crate::hooktools::StatusKind::Blocked);
+    assert!(msg.contains("nagios_servicegroups"), "{msg}");
 }
 
 #[test]

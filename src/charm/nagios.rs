@@ -92,9 +92,25 @@ pub fn nrpe_file(name: &str) -> PathBuf {
     Path::new(NRPE_DIR).join(format!("check_{name}.cfg"))
 }
 
-/// `/var/lib/nagios/export/service__<host>_check_<name>.cfg`.
+/// `/var/lib/nagios/export/service__<host>_check_<name>.cfg`; a host name
+/// never leaves the export dir (`/` and other odd characters become `_`).
 pub fn export_file(host: &str, name: &str) -> PathBuf {
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     Path::new(EXPORT_DIR).join(format!("service__{host}_check_{name}.cfg"))
+}
+
+/// Text that can stand in one line of a Nagios config file.
+pub fn one_line(s: &str) -> bool {
+    !s.chars().any(char::is_control)
 }
 
 /// Whether a file name in the export dir is one of ours (any host name).
@@ -268,6 +284,16 @@ mod tests {
         assert_eq!(host_name(Some("node-1"), "juju", "etcd/0"), "node-1");
         assert_eq!(service_groups("", "juju"), "juju");
         assert_eq!(service_groups("a,b", "juju"), "a,b");
+    }
+
+    #[test]
+    fn odd_host_names_stay_in_the_export_dir() {
+        assert_eq!(
+            export_file("../../etc/x", "etcd-health"),
+            PathBuf::from("/var/lib/nagios/export/service__.._.._etc_x_check_etcd-health.cfg")
+        );
+        assert!(one_line("juju, k8s"));
+        assert!(!one_line("juju\ncommand[x]=rm"));
     }
 
     #[test]
