@@ -64,10 +64,6 @@ pub struct Monitoring {
     pub prometheus: Vec<RelationData>,
     pub grafana: Vec<RelationData>,
     pub nrpe: Vec<RelationData>,
-    /// `nagios_context` and `nagios_servicegroups` (read only with an nrpe
-    /// relation).
-    pub nagios_context: String,
-    pub nagios_servicegroups: String,
     /// Nagios check files of ours found on disk: canonical path → text.
     pub nrpe_files: BTreeMap<PathBuf, String>,
     /// The binary nrpe runs for our checks.
@@ -200,9 +196,6 @@ fn our_files(paths: &Paths) -> BTreeMap<PathBuf, String> {
 /// membership changes come with their own hooks), one `goal-state` says
 /// which endpoints have relations, and only those are read; the config is
 /// read again only with an nrpe relation.
-// Note for the `meta` branch: nagios_context / nagios_servicegroups are
-// read here from the raw config map (defaults `juju` / ""); once CharmConfig
-// carries them, take them from `Observed::config` and drop the config-get.
 pub fn observe(
     ctx: &HookContext,
     tools: &HookTools,
@@ -215,7 +208,6 @@ pub fn observe(
     let mut m = Monitoring {
         check_binary: ctx.charm_dir.join("bin/etcd-charm"),
         snap_backend: matches!(service.backend, Backend::Snap { .. }),
-        nagios_context: "juju".into(),
         ..Default::default()
     };
     if mode == (Mode::DryRun { tools: false }) || ctx.event == Event::UpdateStatus {
@@ -276,13 +268,6 @@ pub fn observe(
             PROMETHEUS => m.prometheus = rels,
             GRAFANA => m.grafana = rels,
             _ => m.nrpe = rels,
-        }
-    }
-    if !m.nrpe.is_empty() {
-        if let Some(cfg) = call(mode, &mut ok, unread, "config-get", || tools.config_get())? {
-            let s = |k: &str| cfg.get(k).and_then(Value::as_str).map(str::to_string);
-            m.nagios_context = s("nagios_context").unwrap_or_else(|| "juju".into());
-            m.nagios_servicegroups = s("nagios_servicegroups").unwrap_or_default();
         }
     }
     m.nrpe_files = our_files(paths);
@@ -481,28 +466,19 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
 
 fn plan_nrpe(o: &Observed, paths: &Paths, p: &mut Plan) {
     let m = &o.monitoring;
+    // A config that does not parse has blocked the plan already; config.rs
+    // keeps both nagios options to one line (a newline would start a Nagios
+    // directive).
+    let Ok(c) = &o.config else { return };
     let checks = nagios::checks(m.snap_backend);
-    // Both end up in Nagios' config files, where a newline starts a directive.
-    for (key, v) in [
-        ("nagios_context", &m.nagios_context),
-        ("nagios_servicegroups", &m.nagios_servicegroups),
-    ] {
-        if !nagios::one_line(v) {
-            p.status.push((
-                crate::hooktools::StatusKind::Blocked,
-                format!("config {key}={v:?} must be one line of printable text"),
-            ));
-            return;
-        }
-    }
-    let groups = nagios::service_groups(&m.nagios_servicegroups, &m.nagios_context);
+    let groups = nagios::service_groups(&c.nagios_servicegroups, &c.nagios_context);
     let mut want = BTreeMap::new();
     for rel in m.nrpe.iter().filter(|r| !r.remotes.is_empty()) {
         let remote_host = rel.remotes.values().find_map(|b| {
             b.get("nagios_hostname")
                 .filter(|h| !h.is_empty() && nagios::one_line(h))
         });
-        let host = nagios::host_name(remote_host.map(|s| s.as_str()), &m.nagios_context, &o.unit);
+        let host = nagios::host_name(remote_host.map(|s| s.as_str()), &c.nagios_context, &o.unit);
         want.extend(nagios::files(
             &checks,
             &host,

@@ -85,7 +85,6 @@ fn rel(id: &str, remote: &str, own: Databag, fresh: &str) -> RelationData {
 fn known() -> Monitoring {
     Monitoring {
         known: true,
-        nagios_context: "juju".into(),
         check_binary: "/charm/bin/etcd-charm".into(),
         ..Default::default()
     }
@@ -324,19 +323,6 @@ fn a_new_nagios_hostname_replaces_the_export_files() {
             nagios::export_file("juju-etcd-0", "etcd-health"),
         ]
     );
-}
-
-#[test]
-fn a_multi_line_nagios_option_blocks_and_writes_nothing() {
-    let mut m = known();
-    m.nrpe = vec![rel("nrpe-external-master:5", "nrpe/0", Databag::new(), "")];
-    m.nagios_servicegroups = "juju\n}".into();
-    let mut p = Plan::default();
-    plan(&leader(m), &Paths::new("/"), &mut p);
-    assert!(p.steps.is_empty(), "{:?}", p.steps);
-    let (kind, msg) = &p.status[0];
-    assert_eq!(*kind, crate::hooktools::StatusKind::Blocked);
-    assert!(msg.contains("nagios_servicegroups"), "{msg}");
 }
 
 #[test]
