@@ -14,7 +14,7 @@ pub struct Cli {
     /// Model directory [default: $JUJUSIM_MODEL, else ./jujusim-model]
     #[arg(long, global = true, value_name = "DIR")]
     pub model: Option<PathBuf>,
-    /// Re-seed the generator that interleaves units' hooks
+    /// Re-seed the generator that orders the starts of ready units' hooks
     #[arg(long, global = true)]
     pub seed: Option<u64>,
     /// Most hook runs one command may make before it stops and reports

@@ -14,7 +14,7 @@
 //! - `hookenv`   — a hook's environment and program.
 //! - `runner`    — running one process: clean env, timeout, captured output.
 //! - `invoke`    — opening, running and closing one hook/action/exec context.
-//! - `scheduler` — seeded interleaving, retries and errors, until quiescent.
+//! - `scheduler` — units concurrently (seeded start order), retries, errors.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
 //! - `tools`     — the hook tools (the binary answers to their names).

@@ -1,5 +1,6 @@
-//! SplitMix64: the seeded generator that picks which unit runs its next
-//! hook. Its state is kept in the model so a sequence of commands replays.
+//! SplitMix64: the seeded generator that picks the order in which ready
+//! units start their next hooks. Its state is kept in the model so a
+//! sequence of commands replays (wholly only under `--serial`).
 
 pub struct Prng(pub u64);
 

@@ -8,10 +8,11 @@
 //! from the seeded generator, then waits for any hook to end.
 //!
 //! Reproducible: which units start together, and in what order, from a
-//! given state and seed. Not reproducible: which hook ends first, and so
-//! which units are ready at the next start (the generator's later draws
-//! follow). `serial` runs one hook at a time across the model, as before,
-//! and then the whole run follows from the seed.
+//! given state and seed (there is no start jitter: ready units start at
+//! once). Not reproducible: which hook ends first, and so which units are
+//! ready at the next start (the generator's later draws follow). `serial`
+//! runs one hook at a time across the model, as before, and then the whole
+//! run follows from the seed.
 //!
 //! A failed hook is run again up to `attempts` times; then the unit is in
 //! error on that hook and runs nothing more until `resolve`.
@@ -26,6 +27,7 @@ use crate::sim::procs::{self, Target};
 use crate::sim::runner::{self, Capture, Outcome};
 use crate::sim::store::{self, ModelDir};
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -122,7 +124,13 @@ pub fn run(dir: &ModelDir, opts: &Options, progress: &Progress) -> Result<Report
                             busy.insert(unit.clone());
                             let tx = done_tx.clone();
                             scope.spawn(move || {
-                                let runs = run_with_retries(dir, opts, progress, opened, ev);
+                                // A panic must still report, or we would wait forever.
+                                let runs = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                    run_with_retries(dir, opts, progress, opened, ev)
+                                }))
+                                .unwrap_or_else(|_| {
+                                    Err(SimError::new(format!("running {unit}'s hook panicked")))
+                                });
                                 let _ = tx.send((unit, runs));
                             });
                         }
@@ -433,4 +441,118 @@ fn log_hook(
         "output": tail,
     });
     store::append_jsonl(&dir.hook_log(), &record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::model::Application;
+
+    fn opts(serial: bool, max_hooks: usize) -> Options {
+        Options {
+            max_hooks,
+            hook_timeout: Duration::from_secs(1),
+            attempts: 1,
+            retry_delay: Duration::ZERO,
+            kill_grace: Duration::ZERO,
+            serial,
+        }
+    }
+
+    /// Application `a` with `n` units, each with update-status queued.
+    fn model(n: u32, prng: u64) -> Model {
+        let mut m = Model {
+            prng,
+            ..Default::default()
+        };
+        m.applications.insert(
+            "a".into(),
+            Application {
+                name: "a".into(),
+                ..Default::default()
+            },
+        );
+        for i in 0..n {
+            let name = format!("a/{i}");
+            let mut u = Unit {
+                name: name.clone(),
+                app: "a".into(),
+                number: i,
+                dir: format!("/nowhere/{i}").into(),
+                ..Default::default()
+            };
+            u.queue.push_back(Event::simple(HookKind::UpdateStatus));
+            m.units.insert(name, u);
+        }
+        m
+    }
+
+    fn picked(m: &mut Model, busy: &BTreeSet<String>, room: usize) -> Vec<String> {
+        let dir = ModelDir {
+            root: "/nowhere".into(),
+        };
+        pick(m, &dir, busy, room)
+            .into_iter()
+            .map(|(o, _)| o.unit)
+            .collect()
+    }
+
+    #[test]
+    fn room_is_one_when_serial_and_never_past_the_bound() {
+        assert_eq!(room(&opts(true, 100), 0, 0), 1);
+        assert_eq!(room(&opts(true, 100), 5, 1), 0);
+        assert_eq!(room(&opts(false, 100), 5, 3), 92);
+        assert_eq!(room(&opts(false, 10), 8, 2), 0);
+        assert_eq!(room(&opts(false, 10), 12, 0), 0);
+    }
+
+    #[test]
+    fn every_ready_unit_starts_and_is_executing() {
+        let mut m = model(4, 9);
+        let started = picked(&mut m, &BTreeSet::new(), usize::MAX);
+        let mut sorted = started.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["a/0", "a/1", "a/2", "a/3"]);
+        for u in m.units.values() {
+            assert_eq!(u.agent, Agent::Executing("update-status".into()));
+        }
+        assert_eq!(m.contexts.len(), 4);
+        // Running units are not ready again, though their hook is queued.
+        assert!(picked(&mut m, &BTreeSet::new(), usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn busy_in_error_and_idle_units_are_not_ready() {
+        let mut m = model(4, 1);
+        m.units.get_mut("a/1").unwrap().agent = Agent::Error("install".into());
+        m.units.get_mut("a/2").unwrap().queue.clear();
+        let busy = BTreeSet::from(["a/3".to_string()]);
+        assert_eq!(ready(&m, &busy), ["a/0"]);
+        assert_eq!(picked(&mut m, &busy, usize::MAX), ["a/0"]);
+    }
+
+    #[test]
+    fn a_hook_that_no_longer_applies_is_dropped_and_the_next_starts() {
+        let mut m = model(1, 3);
+        let gone = Event::relation(HookKind::RelationChanged, "peer", 99, "a");
+        m.units.get_mut("a/0").unwrap().queue.push_front(gone);
+        let dir = ModelDir {
+            root: "/nowhere".into(),
+        };
+        let started = pick(&mut m, &dir, &BTreeSet::new(), usize::MAX);
+        assert_eq!(started.len(), 1);
+        assert_eq!(started[0].1.name, "update-status");
+        assert_eq!(m.units["a/0"].queue.len(), 1);
+    }
+
+    #[test]
+    fn the_generator_fixes_the_start_order() {
+        let order = |prng| picked(&mut model(6, prng), &BTreeSet::new(), usize::MAX);
+        assert_eq!(order(42), order(42));
+        let orders: BTreeSet<Vec<String>> = (0..8).map(order).collect();
+        assert!(orders.len() > 1, "{orders:?}");
+        // Serial: one at a time, the first of the same sequence.
+        let first = picked(&mut model(6, 42), &BTreeSet::new(), 1);
+        assert_eq!(first, order(42)[..1]);
+    }
 }
