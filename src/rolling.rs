@@ -161,6 +161,15 @@ async fn try_lock(
     value: &str,
 ) -> Result<std::result::Result<i64, String>> {
     on_any(endpoints, |mut c, ep| async move {
+        // A read first: a busy turn costs waiters no raft proposal (grant,
+        // transaction, revoke) per attempt.
+        let now = call(&ep, "read the rolling turn", c.get(TURN_KEY, None)).await?;
+        if let Some(kv) = now.kvs().first() {
+            let v = String::from_utf8_lossy(kv.value()).into_owned();
+            if holder_of(&v) != unit {
+                return Ok(Err(v));
+            }
+        }
         let lease = call(
             &ep,
             "lease grant",

@@ -201,3 +201,116 @@ fn a_legacy_cluster_refreshed_at_once_migrates_one_member_at_a_time() {
     assert_eq!(members(&eps.join(",")), ids, "the same members, by ID");
     assert_rolled(&r, took);
 }
+
+/// The turn key's value, read from any member.
+fn turn_holder(m: &Model) -> String {
+    let out = etcdctl(
+        &m.endpoints(),
+        &["get", etcd_charm::rolling::TURN_KEY, "--print-value-only"],
+    );
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_turn_left_by_a_killed_hook_is_taken_over_by_its_own_unit_next_hook() {
+    let (m, units) = three_units();
+    roll(
+        &m,
+        &units,
+        "config change after a hook killed holding the turn",
+        || {
+            // The change is made but no hook runs yet (exit 3: stopped part-way).
+            let out = m.run(&[
+                "--max-hooks",
+                "0",
+                "config",
+                "etcd",
+                "heartbeat_interval=150",
+                "election_timeout=1500",
+            ]);
+            assert_ne!(out.status.code(), Some(1), "{out:?}");
+            // etcd/1's hook dies right after taking the turn: no release, no
+            // keep-alive; the key stays for the lease's 30 s.
+            let dispatch = m.charm.join("dispatch");
+            let out = m.run(&[
+                "--max-hooks",
+                "0",
+                "exec",
+                "etcd/1",
+                "--",
+                "env",
+                "ETCD_CHARM_FAILPOINT=after:take-turn",
+                "JUJU_DISPATCH_PATH=hooks/config-changed",
+                dispatch.to_str().unwrap(),
+            ]);
+            assert_eq!(out.status.code(), Some(137), "{out:?}");
+            assert_eq!(turn_holder(&m), "etcd/1: a new etcd.conf.yml");
+            // Every unit's config-changed now runs at once; etcd/1 takes its
+            // own turn over (Juju runs one hook at a time per unit, so the
+            // holder is dead), the others wait for it.
+            m.ok(&["settle"]);
+        },
+    );
+    assert_eq!(turn_holder(&m), "", "the turn was given back");
+}
+
+#[test]
+fn a_turn_held_by_a_vanished_unit_makes_hooks_wait_then_lapses_with_its_lease() {
+    let m = Model::new();
+    m.deploy_with(3, &["--env", "ETCD_CHARM_TURN_WAIT=4"]);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    put_keys(&m.endpoints(), "before", KEYS);
+    roll(
+        &m,
+        &units,
+        "config change while a vanished unit held the turn",
+        || {
+            // What a unit that vanished mid-turn leaves: the key under a 30 s
+            // lease that nobody renews.
+            let out = etcdctl(&m.endpoints(), &["lease", "grant", "30"]);
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let lease = text
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_else(|| panic!("lease grant: {text}"))
+                .to_string();
+            let put = etcdctl(
+                &m.endpoints(),
+                &[
+                    "put",
+                    &format!("--lease={lease}"),
+                    etcd_charm::rolling::TURN_KEY,
+                    "etcd/9: a new etcd.conf.yml",
+                ],
+            );
+            assert!(put.status.success(), "{put:?}");
+            m.ok(&[
+                "config",
+                "etcd",
+                "heartbeat_interval=150",
+                "election_timeout=1500",
+            ]);
+            // The wait (4 s here) ran out on every unit: each says who holds
+            // the turn, and nothing was written or restarted.
+            for (u, s, msg) in m.workloads() {
+                assert_eq!(
+                (s.as_str(), msg.as_str()),
+                (
+                    "waiting",
+                    "Waiting for a rolling turn to restart etcd (a new etcd.conf.yml; held by etcd/9)"
+                ),
+                "{u}"
+            );
+                assert!(conf(&m, &u).contains("heartbeat-interval: 100"), "{u}");
+            }
+            // roll() now runs update-status until all are healthy: the hooks
+            // retry, and once the lease lapses the members restart in turn.
+        },
+    );
+    for u in &units {
+        assert!(conf(&m, u).contains("heartbeat-interval: 150"), "{u}");
+    }
+}
