@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod dryrun;
 pub mod leader;
+pub mod lease;
 pub mod logging;
 pub mod observe;
 pub mod plan;
@@ -111,6 +112,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             paths: &paths,
             service: &service,
             observed: &o,
+            lease: lease::Lease::new(o.leader_seen),
         };
         let out = applier.apply(&p.steps)?;
         found = p.status;

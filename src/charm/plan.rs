@@ -379,6 +379,16 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 }
 
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    let mut p = plan_steps(o, paths, dropin);
+    // The stop hook stops etcd whatever else blocked the plan (bad config,
+    // TLS, a conflict): the unit is going away either way.
+    if o.event == Event::Stop && o.active && !p.steps.contains(&Step::StopEtcd) {
+        p.steps.push(Step::StopEtcd);
+    }
+    p
+}
+
+fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = Plan::default();
     if matches!(o.event, Event::Remove) {
         if dropin.is_some() && o.dropin_text.is_some() {

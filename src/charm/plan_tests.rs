@@ -64,6 +64,8 @@ fn fresh(leader: bool) -> Observed {
         local: None,
         cluster: None,
         fresh_token: Ok("FRESH0TOKEN00001".into()),
+        leader_seen: None,
+        goal_units: None,
     }
 }
 
@@ -915,3 +917,6 @@ fn the_drop_in_is_written_when_it_differs_and_removed_with_the_unit() {
 
 /// The two-phase bootstrap and the cluster-identity checks (issue 10.3).
 mod bootstrap;
+
+/// Membership cleanup that converges (issue 10.5).
+mod cleanup;
