@@ -52,6 +52,19 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
             return;
         }
     }
+    // A unit whose member lost its log (stale-member): remove the old voter,
+    // quorum permitting; the joiner logic then adds the unit as a learner.
+    let own_stale = super::plan::stale_own_member(o, c).map(|id| (o.member_name.clone(), id));
+    let peer_stale = o.peers.values().find_map(|b| {
+        let id = u64::from_str_radix(b.get("stale-member")?, 16).ok()?;
+        let m = view.by_id(id)?;
+        let url = b.get("peer-url")?;
+        m.peer_urls.contains(url).then(|| (m.name.clone(), id))
+    });
+    if let Some((name, id)) = own_stale.or(peer_stale) {
+        p.steps.push(Step::RemoveMember { name, id });
+        return;
+    }
     // A started member no unit accounts for (its unit removed while the
     // removal was refused, or its stop hook could not remove it): retried
     // by every later hook of the leader; apply refuses it without quorum

@@ -920,3 +920,6 @@ mod bootstrap;
 
 /// Membership cleanup that converges (issue 10.5).
 mod cleanup;
+
+/// A member whose WAL is gone (issue 10.4).
+mod walloss;
