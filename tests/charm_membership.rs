@@ -72,3 +72,60 @@ fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
         assert_keys(&m.endpoint(&u), "q", 10);
     }
 }
+
+#[test]
+fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    put_keys(&m.endpoints(), "wal", 10);
+    let victim = "etcd/2";
+    assert_ne!(m.leader(), victim);
+    let old = m.wal_ids(victim);
+    // Behind the charm's back: etcd dies and its WAL goes (snap/db stays).
+    m.kill_etcd(victim);
+    let data = m.data_dir(victim);
+    wait_until("etcd/2 to be down", Duration::from_secs(20), || {
+        !etcdctl(&m.endpoint(victim), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    std::fs::rename(data.join("member/wal"), data.join("wal.lost")).unwrap();
+    assert!(data.join("member/snap/db").is_file());
+    // The start guard refuses this member/ as it is.
+    let guard = std::process::Command::new(env!("CARGO_BIN_EXE_etcd-charm"))
+        .arg("guard")
+        .env("ETCD_CHARM_ROOT", m.root(victim))
+        .output()
+        .unwrap();
+    assert!(
+        !guard.status.success(),
+        "guard passed: {}",
+        String::from_utf8_lossy(&guard.stdout)
+    );
+    assert!(String::from_utf8_lossy(&guard.stderr).contains("holds no WAL"));
+
+    m.ok(&["reboot", victim]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(3);
+    let new = m.wal_ids(victim);
+    assert_ne!(new.member_id, old.member_id, "a new member ID");
+    assert_eq!(new.cluster_id, old.cluster_id);
+    let ids: Vec<String> = members(&m.endpoints()).into_iter().map(|x| x.0).collect();
+    assert!(
+        !ids.contains(&format!("{:x}", old.member_id)),
+        "the old ID is gone: {ids:?}"
+    );
+    assert_eq!(ids.len(), 3);
+    let backups: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("member.backup-"))
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert!(backups[0].join("snap/db").is_file(), "what was left is kept");
+    for u in m.units() {
+        assert_keys(&m.endpoint(&u), "wal", 10);
+    }
+}
