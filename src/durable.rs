@@ -87,7 +87,11 @@ mod tests {
             .env("ETCD_CHARM_DURABLE_CHILD", &target)
             .output()
             .unwrap();
-        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
         let trace = std::fs::read_to_string(&log).unwrap();
         let syncs = trace
             .lines()

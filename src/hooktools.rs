@@ -504,7 +504,9 @@ impl HookTools {
         let units = match object.get("units") {
             None | Some(Value::Null) => return Ok(BTreeMap::new()),
             Some(Value::Object(u)) => u,
-            Some(other) => return Err(inv.bad_output(format!("units is {other}, not an object"), &out)),
+            Some(other) => {
+                return Err(inv.bad_output(format!("units is {other}, not an object"), &out))
+            }
         };
         Ok(units
             .iter()

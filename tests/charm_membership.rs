@@ -40,7 +40,10 @@ fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
     let (s, msg) = {
         let u = m.unit("etcd/0");
         (
-            u["workload-status"]["current"].as_str().unwrap().to_string(),
+            u["workload-status"]["current"]
+                .as_str()
+                .unwrap()
+                .to_string(),
             u["workload-status"]["message"]
                 .as_str()
                 .unwrap()
@@ -121,10 +124,18 @@ fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("member.backup-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("member.backup-")
+        })
         .collect();
     assert_eq!(backups.len(), 1, "{backups:?}");
-    assert!(backups[0].join("snap/db").is_file(), "what was left is kept");
+    assert!(
+        backups[0].join("snap/db").is_file(),
+        "what was left is kept"
+    );
     for u in m.units() {
         assert_keys(&m.endpoint(&u), "wal", 10);
     }

@@ -64,7 +64,10 @@ impl Applier<'_> {
             } else {
                 info!("step: {step}");
             }
-            if let Some(status) = self.leader_gone(step)?.map_or_else(|| self.step(step), |s| Ok(Some(s)))? {
+            if let Some(status) = self
+                .leader_gone(step)?
+                .map_or_else(|| self.step(step), |s| Ok(Some(s)))?
+            {
                 warn!("step {step} stopped: {}", status.1);
                 out.status.push(status);
                 break;
@@ -367,7 +370,8 @@ impl Applier<'_> {
             .count();
         if !target.is_learner && (remaining.is_empty() || healthy < remaining.len() / 2 + 1) {
             let o = self.observed;
-            let why = if o.peers.keys().any(|u| u.replace('/', "") == name) || name == o.member_name {
+            let why = if o.peers.keys().any(|u| u.replace('/', "") == name) || name == o.member_name
+            {
                 "is leaving"
             } else {
                 "has no unit"
@@ -563,7 +567,8 @@ mod tests {
             strict_reconfig_check: true,
         };
         assert_eq!(write_config(&path, "ok\n", &c).unwrap(), None);
-        c.initial_cluster.push(("a&b".into(), "http://10.0.0.2:2380".into()));
+        c.initial_cluster
+            .push(("a&b".into(), "http://10.0.0.2:2380".into()));
         let (kind, msg) = write_config(&path, "bad\n", &c).unwrap().unwrap();
         assert_eq!(kind, StatusKind::Blocked);
         assert!(msg.contains("initial-cluster"), "{msg}");

@@ -107,9 +107,7 @@ pub(super) fn plan_bootstrap(
                     "; it is not in the peer relation: if it is gone for good, clear {BOOTSTRAP} from leadership data"
                 )
             };
-            p.wait(format!(
-                "Waiting for {name} to bootstrap the cluster{gone}"
-            ));
+            p.wait(format!("Waiting for {name} to bootstrap the cluster{gone}"));
         }
         Decision::Undecided if !o.is_leader => p.wait("Waiting to join the cluster"),
         Decision::Undecided if o.peer_relation.is_none() && !o.has_leader_tools => {

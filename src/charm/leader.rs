@@ -150,7 +150,9 @@ pub(super) fn is_unitless(o: &Observed, m: &Member) -> bool {
             .keys()
             .any(|u| u.replace('/', "") == m.name && alive(u))
         && !o.peers.iter().any(|(u, b)| {
-            alive(u) && b.get("peer-url").is_some_and(|url| m.peer_urls.contains(url))
+            alive(u)
+                && b.get("peer-url")
+                    .is_some_and(|url| m.peer_urls.contains(url))
         })
 }
 

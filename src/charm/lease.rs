@@ -60,7 +60,10 @@ mod tests {
     fn clocked(start: Instant) -> (Lease, Rc<Cell<Instant>>) {
         let now = Rc::new(Cell::new(start));
         let n = now.clone();
-        (Lease::with_clock(Some(start), Box::new(move || n.get())), now)
+        (
+            Lease::with_clock(Some(start), Box::new(move || n.get())),
+            now,
+        )
     }
 
     #[test]
@@ -98,7 +101,10 @@ mod tests {
         now.set(t0 + Duration::from_secs(25));
         assert_eq!(lease.still_leader(|| Ok::<_, ()>(false)), Ok(false));
         assert!(lease.needs_check());
-        assert_eq!(lease.still_leader(|| Err::<bool, _>("tool failed")), Err("tool failed"));
+        assert_eq!(
+            lease.still_leader(|| Err::<bool, _>("tool failed")),
+            Err("tool failed")
+        );
     }
 
     #[test]

@@ -495,7 +495,11 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         changed.insert("member-id".into(), String::new());
     }
     // A member that lost its log asks the leader to replace it (leader.rs).
-    let stale = o.local_ids().is_none().then(|| stale_own_member(o, &c)).flatten();
+    let stale = o
+        .local_ids()
+        .is_none()
+        .then(|| stale_own_member(o, &c))
+        .flatten();
     let want_stale = stale.map(|id| format!("{id:x}")).unwrap_or_default();
     if o.own_bag.get("stale-member").map_or("", |v| v.as_str()) != want_stale {
         changed.insert("stale-member".into(), want_stale);
@@ -694,7 +698,8 @@ fn plan_without_wal(
         if super::bootstrap::decision(o) == super::bootstrap::Decision::Mine {
             p.status.push((
                 StatusKind::Blocked,
-                "leadership data names this unit to bootstrap the cluster but holds no token".into(),
+                "leadership data names this unit to bootstrap the cluster but holds no token"
+                    .into(),
             ));
             return;
         }

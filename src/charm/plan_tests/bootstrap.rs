@@ -57,7 +57,10 @@ fn a_later_leader_honours_a_decision_naming_another_unit() {
         o.leader.app = decided("etcd0");
         o.peers.insert(
             "etcd/0".into(),
-            bag(&[("peer-url", "http://10.0.0.1:2380"), ("member-name", "etcd0")]),
+            bag(&[
+                ("peer-url", "http://10.0.0.1:2380"),
+                ("member-name", "etcd0"),
+            ]),
         );
         let p = plan(&o, &paths(), None);
         assert!(!starts(&p), "{:?}", p.steps);
@@ -80,7 +83,10 @@ fn a_decision_naming_a_unit_gone_from_the_relation_still_waits_and_says_how_to_c
     assert!(!starts(&p));
     let (k, m) = status(&p).unwrap();
     assert_eq!(k, StatusKind::Waiting);
-    assert!(m.contains("etcd0") && m.contains("clear bootstrap-member"), "{m}");
+    assert!(
+        m.contains("etcd0") && m.contains("clear bootstrap-member"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -89,7 +95,10 @@ fn the_named_unit_bootstraps_even_after_losing_leadership() {
     o.leader.app = decided("etcd0");
     let p = plan(&o, &paths(), None);
     assert!(starts(&p));
-    assert!(!p.steps.contains(&Step::RecordCluster), "the leader records");
+    assert!(
+        !p.steps.contains(&Step::RecordCluster),
+        "the leader records"
+    );
     assert!(!has(&p, |s| matches!(s, Step::SetLeaderData(_))));
 }
 
@@ -99,7 +108,10 @@ fn a_decision_without_a_token_blocks_instead_of_inventing_one() {
     o.leader.app = bag(&[("bootstrap-member", "etcd0")]);
     let p = plan(&o, &paths(), None);
     assert!(!starts(&p));
-    assert!(!has(&p, |s| matches!(s, Step::SetLeaderData(d) if d.contains_key("token"))));
+    assert!(!has(
+        &p,
+        |s| matches!(s, Step::SetLeaderData(d) if d.contains_key("token"))
+    ));
     assert_eq!(status(&p).unwrap().0, StatusKind::Blocked);
 }
 
@@ -117,7 +129,10 @@ fn once_a_cluster_exists_the_decision_is_moot() {
     o.leader.app = decided("etcd0");
     o.leader.app.insert("cluster-id".into(), "cc".into());
     let p = plan(&o, &paths(), None);
-    assert!(!has(&p, |s| matches!(s, Step::WriteConfig { text, .. } if text.contains("new"))));
+    assert!(!has(
+        &p,
+        |s| matches!(s, Step::WriteConfig { text, .. } if text.contains("new"))
+    ));
     assert!(!starts(&p));
 }
 

@@ -41,7 +41,10 @@ const ALIVE3: &[(&str, &str)] = &[
 ];
 
 fn removes(p: &Plan, id: u64) -> bool {
-    has(p, |s| matches!(s, Step::RemoveMember { id: i, .. } if *i == id))
+    has(
+        p,
+        |s| matches!(s, Step::RemoveMember { id: i, .. } if *i == id),
+    )
 }
 
 #[test]
@@ -58,7 +61,10 @@ fn a_member_whose_unit_is_gone_is_removed_by_update_status() {
 fn a_dying_unit_is_unitless_too() {
     let mut goal = ALIVE3.to_vec();
     goal.push(("etcd/3", "dying"));
-    assert!(removes(&plan(&with_etcd3(Some(&goal)), &paths(), None), 0xb3));
+    assert!(removes(
+        &plan(&with_etcd3(Some(&goal)), &paths(), None),
+        0xb3
+    ));
 }
 
 #[test]

@@ -38,8 +38,14 @@ fn lost_wal() -> Observed {
 fn it_is_set_aside_and_never_started_as_its_old_voter() {
     let o = lost_wal();
     let p = plan(&o, &paths(), None);
-    assert!(has(&p, |s| matches!(s, Step::MoveDataAside { reason, .. } if reason.contains("no readable WAL"))));
-    assert!(!has(&p, |s| matches!(s, Step::StartEtcd | Step::WriteConfig { .. })));
+    assert!(has(
+        &p,
+        |s| matches!(s, Step::MoveDataAside { reason, .. } if reason.contains("no readable WAL"))
+    ));
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::StartEtcd | Step::WriteConfig { .. }
+    )));
     assert!(has(&p, |s| matches!(s, Step::Publish(d)
         if d.get("stale-member").map(String::as_str) == Some("b2")
         && d.get("member-id").map(String::as_str) == Some(""))));
@@ -54,7 +60,10 @@ fn once_set_aside_it_still_waits_for_the_old_voter_to_go() {
     o.disk.locations[0].facts.member_dir = false;
     o.own_bag.insert("stale-member".into(), "b2".into());
     let p = plan(&o, &paths(), None);
-    assert!(!has(&p, |s| matches!(s, Step::StartEtcd | Step::MoveDataAside { .. })));
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::StartEtcd | Step::MoveDataAside { .. }
+    )));
 }
 
 #[test]
