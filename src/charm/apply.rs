@@ -278,7 +278,7 @@ impl Applier<'_> {
     fn add_member(&self, name: &str, peer_url: &str) -> Result<Option<(StatusKind, String)>> {
         let start = Instant::now();
         let id = loop {
-            if let Some(gone) = self.leader_gone(&Step::RecordCluster)? {
+            if let Some(gone) = self.leader_gone(&add_step(name, peer_url))? {
                 return Ok(Some(gone));
             }
             let v = self.view()?;
@@ -317,7 +317,10 @@ impl Applier<'_> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(300);
         loop {
-            if let Some(gone) = self.leader_gone(&Step::RecordCluster)? {
+            if let Some(gone) = self.leader_gone(&Step::Promote {
+                name: name.into(),
+                id,
+            })? {
                 return Ok(Some(gone));
             }
             // Only voters serve membership changes: a learner answers
@@ -399,7 +402,10 @@ impl Applier<'_> {
         let start = Instant::now();
         loop {
             if self.observed.is_leader {
-                if let Some(gone) = self.leader_gone(&Step::RecordCluster)? {
+                if let Some(gone) = self.leader_gone(&Step::RemoveMember {
+                    name: name.into(),
+                    id,
+                })? {
                     return Ok(Some(gone));
                 }
             }
@@ -419,6 +425,13 @@ impl Applier<'_> {
             self.set_leader_data(&d)?;
         }
         Ok(None)
+    }
+}
+
+fn add_step(name: &str, peer_url: &str) -> Step {
+    Step::AddMember {
+        name: name.into(),
+        peer_url: peer_url.into(),
     }
 }
 
