@@ -9,8 +9,11 @@
 //! - No WAL, a cluster exists (recorded in leadership data, reachable, or a
 //!   peer reports a member): join — publish our peer URL, let the leader add
 //!   us as a learner, start with state `existing`; never bootstrap.
-//! - No WAL, no cluster anywhere: the leader bootstraps a one-member cluster;
+//! - No WAL, no cluster anywhere: the leader commits who bootstraps, then
+//!   that unit alone starts a one-member cluster (two phases, bootstrap.rs);
 //!   everyone else waits.
+//! - A `member/` without a readable WAL is set aside, never restarted as its
+//!   old voter; the leader replaces that voter (stale-member).
 //!
 //! # Guarantees
 //! - The token is read back when any record of it exists (rule 1).
