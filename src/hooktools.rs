@@ -500,6 +500,27 @@ impl HookTools {
         }
         self.run_unit(&Invocation::relation_set(relation_id, kv, true))
     }
+    /// `goal-state`'s units of this application: name → status
+    /// (`active`, `dying`, …), every unit the model still expects.
+    pub fn goal_state_units(&self) -> Result<BTreeMap<String, String>> {
+        let inv = Invocation::goal_state();
+        let out = self.run(&inv)?;
+        let object = parse_object(&inv, &out)?;
+        let units = match object.get("units") {
+            None | Some(Value::Null) => return Ok(BTreeMap::new()),
+            Some(Value::Object(u)) => u,
+            Some(other) => {
+                return Err(inv.bad_output(format!("units is {other}, not an object"), &out))
+            }
+        };
+        Ok(units
+            .iter()
+            .map(|(name, v)| {
+                let status = v.get("status").and_then(|s| s.as_str()).unwrap_or("");
+                (name.clone(), status.to_string())
+            })
+            .collect())
+    }
     /// The first ingress address of a binding (`network-get <b> --format=json`),
     /// else its first bind address.
     pub fn network_get_ingress(&self, binding: &str) -> Result<String> {

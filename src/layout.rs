@@ -504,8 +504,34 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
         Some(w) => wal::read_ids_in_wal_dir(&paths.from_config(normalize(Path::new(w)))),
         None => wal::read_ids(&configured),
     };
-    if !matches!(here, Ok(None)) {
-        return Ok(());
+    // A `member/` whose WAL is gone (wiped, moved) or unreadable: etcd
+    // would take it for a fresh dir and rejoin under the member ID the
+    // cluster still lists for its peer URL, with an empty raft log.
+    let member_dir = configured.join("member");
+    match &here {
+        Ok(Some(_)) => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "refusing to start etcd: the WAL of {} cannot be read ({}); \
+                 the charm's next hook moves the member aside and rejoins it as a new member",
+                member_dir.display(),
+                e.problem
+            ))
+        }
+        Ok(None) if member_dir.is_dir() => {
+            return Err(format!(
+                "refusing to start etcd: {} holds no WAL{}: started, it would rejoin as its \
+                 old voter with an empty log. The charm's next hook moves it aside and \
+                 rejoins it as a new member",
+                member_dir.display(),
+                if member_dir.join("snap/db").is_file() {
+                    " (only snap/db)"
+                } else {
+                    ""
+                }
+            ))
+        }
+        Ok(None) => {}
     }
     // (the place to name, where its WAL would be)
     let data_dir = |d: PathBuf| (d.clone(), wal::wal_dir_of(&d));
@@ -918,6 +944,33 @@ mod tests {
         // A fresh machine with our config: nothing anywhere.
         let (_tmp, paths) = root(Some(PYTHON_CHARM), &[]);
         assert_eq!(start_guard(&paths), Ok(()));
+    }
+
+    #[test]
+    fn guard_refuses_a_member_dir_without_its_wal() {
+        let (_tmp, paths) = root(
+            Some("name: etcd0\ndata-dir: /var/snap/etcd/current\n"),
+            &[("/var/snap/etcd/current", NEW)],
+        );
+        assert_eq!(start_guard(&paths), Ok(()));
+        let member = paths.data_dir().join("member");
+        std::fs::create_dir_all(member.join("snap")).unwrap();
+        std::fs::write(member.join("snap/db"), b"bolt").unwrap();
+        std::fs::rename(member.join("wal"), paths.data_dir().join("wal.away")).unwrap();
+        let err = start_guard(&paths).unwrap_err();
+        assert!(
+            err.contains("refusing to start") && err.contains("holds no WAL (only snap/db)"),
+            "{err}"
+        );
+        // An unreadable WAL is no better.
+        std::fs::create_dir_all(member.join("wal")).unwrap();
+        std::fs::write(
+            member.join("wal/0000000000000000-0000000000000000.wal"),
+            [0u8; 64],
+        )
+        .unwrap();
+        let err = start_guard(&paths).unwrap_err();
+        assert!(err.contains("cannot be read"), "{err}");
     }
 
     #[test]

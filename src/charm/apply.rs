@@ -23,17 +23,34 @@ pub struct Applier<'a> {
     pub paths: &'a Paths,
     pub service: &'a Service,
     pub observed: &'a Observed,
+    /// When this unit last knew it was leader (leader-only steps re-ask).
+    pub lease: super::lease::Lease,
 }
 
 /// What apply learned that the final status must say.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub status: Vec<(StatusKind, String)>,
+    /// Steps that completed.
+    pub done: usize,
 }
 
 impl Applier<'_> {
     pub fn apply(&self, steps: &[Step]) -> Result<Outcome> {
         let mut out = Outcome::default();
+        let result = self.apply_until_stopped(steps, &mut out);
+        // The unit is going away: whatever stopped the plan (a removal
+        // refused for quorum, an error), its etcd stops.
+        let stopped = steps.iter().position(|s| *s == Step::StopEtcd);
+        let stop_pending = stopped.is_some_and(|i| out.done <= i);
+        if self.observed.event == crate::context::Event::Stop && stop_pending {
+            info!("step: {} (the stop hook always stops etcd)", Step::StopEtcd);
+            self.service.stop()?;
+        }
+        result.map(|()| out)
+    }
+
+    fn apply_until_stopped(&self, steps: &[Step], out: &mut Outcome) -> Result<()> {
         // The rolling turn, while held; dropping it (a step failed or
         // stopped the plan) gives it back.
         let mut turn = None;
@@ -50,19 +67,39 @@ impl Applier<'_> {
             } else {
                 info!("step: {step}");
             }
-            let stopped = match step {
-                Step::TakeTurn { reason } => self.take_turn(reason, &mut turn)?,
-                Step::ReleaseTurn => self.release_turn(&mut turn)?,
-                _ => self.step(step)?,
+            let stopped = match self.leader_gone(step)? {
+                Some(s) => Some(s),
+                None => match step {
+                    Step::TakeTurn { reason } => self.take_turn(reason, &mut turn)?,
+                    Step::ReleaseTurn => self.release_turn(&mut turn)?,
+                    _ => self.step(step)?,
+                },
             };
             if let Some(status) = stopped {
                 warn!("step {step} stopped: {}", status.1);
                 out.status.push(status);
                 break;
             }
+            out.done += 1;
             crate::failpoint::hit(&format!("after:{}", step_key(step)));
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Leader-only membership steps re-ask is-leader when the last answer
+    /// is older than the lease allows; no longer leader → waiting.
+    fn leader_gone(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
+        let leader_only = matches!(
+            step,
+            Step::AddMember { .. } | Step::Promote { .. } | Step::RecordCluster
+        ) || matches!(step, Step::RemoveMember { .. } if self.observed.is_leader);
+        if !leader_only || self.lease.still_leader(|| self.tools.is_leader())? {
+            return Ok(None);
+        }
+        Ok(Some((
+            StatusKind::Waiting,
+            format!("No longer the leader: leaving \"{step}\" to the new leader"),
+        )))
     }
 
     fn relation(&self) -> Option<&str> {
@@ -118,8 +155,8 @@ impl Applier<'_> {
             Step::StopEtcd => self.service.stop()?,
             Step::WaitMember => return self.wait_member(),
             Step::RecordCluster => self.record_cluster()?,
-            Step::AddMember { name, peer_url } => self.add_member(name, peer_url)?,
-            Step::Promote { name, id } => self.promote(name, *id)?,
+            Step::AddMember { name, peer_url } => return self.add_member(name, peer_url),
+            Step::Promote { name, id } => return self.promote(name, *id),
             Step::UpdatePeerUrl { id, peer_url } => {
                 let eps = voter_endpoints(&self.view()?);
                 etcd::block_on(etcd::update_peer_url(&eps, *id, peer_url))?;
@@ -250,9 +287,12 @@ impl Applier<'_> {
 
     /// Idempotent: a member already listed under this peer URL is reused,
     /// which also covers an add whose response was lost.
-    fn add_member(&self, name: &str, peer_url: &str) -> Result<()> {
+    fn add_member(&self, name: &str, peer_url: &str) -> Result<Option<(StatusKind, String)>> {
         let start = Instant::now();
         let id = loop {
+            if let Some(gone) = self.leader_gone(&add_step(name, peer_url))? {
+                return Ok(Some(gone));
+            }
             let v = self.view()?;
             if let Some(m) = v.by_peer_url(peer_url) {
                 break m.id;
@@ -280,14 +320,21 @@ impl Applier<'_> {
             format!("{}{name}", plan::JOIN_PREFIX),
             plan::format_join(id, &initial),
         );
-        self.set_leader_data(&d)
+        self.set_leader_data(&d)?;
+        Ok(None)
     }
 
     /// Every failed promote is a raft proposal: back off between attempts.
-    fn promote(&self, name: &str, id: u64) -> Result<()> {
+    fn promote(&self, name: &str, id: u64) -> Result<Option<(StatusKind, String)>> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(300);
         loop {
+            if let Some(gone) = self.leader_gone(&Step::Promote {
+                name: name.into(),
+                id,
+            })? {
+                return Ok(Some(gone));
+            }
             // Only voters serve membership changes: a learner answers
             // "rpc not supported for learner", an unstarted peer not at all.
             let eps = match self.view() {
@@ -297,7 +344,7 @@ impl Applier<'_> {
             match etcd::block_on(etcd::promote(&eps, id)) {
                 Ok(()) => {
                     info!("promoted {name} ({id:x})");
-                    return Ok(());
+                    return Ok(None);
                 }
                 Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
                     info!("promote {name} not yet possible: {e}");
@@ -337,10 +384,17 @@ impl Applier<'_> {
             })
             .count();
         if !target.is_learner && (remaining.is_empty() || healthy < remaining.len() / 2 + 1) {
+            let o = self.observed;
+            let why = if o.peers.keys().any(|u| u.replace('/', "") == name) || name == o.member_name
+            {
+                "is leaving"
+            } else {
+                "has no unit"
+            };
             return Ok(Some((
                 StatusKind::Blocked,
                 format!(
-                    "removing {name} would leave {healthy} of {} remaining members healthy (no quorum); restore the failed members first",
+                    "member {name} ({id:x}) {why}: removing it when quorum allows; now it would leave {healthy} of {} remaining members healthy (no quorum): restore the failed members",
                     remaining.len()
                 ),
             )));
@@ -359,6 +413,14 @@ impl Applier<'_> {
             .collect();
         let start = Instant::now();
         loop {
+            if self.observed.is_leader {
+                if let Some(gone) = self.leader_gone(&Step::RemoveMember {
+                    name: name.into(),
+                    id,
+                })? {
+                    return Ok(Some(gone));
+                }
+            }
             match etcd::block_on(etcd::remove(&eps, id)) {
                 Ok(()) => break,
                 Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
@@ -375,6 +437,13 @@ impl Applier<'_> {
             self.set_leader_data(&d)?;
         }
         Ok(None)
+    }
+}
+
+fn add_step(name: &str, peer_url: &str) -> Step {
+    Step::AddMember {
+        name: name.into(),
+        peer_url: peer_url.into(),
     }
 }
 

@@ -5,7 +5,7 @@
 use super::config::CharmConfig;
 use super::observe::Observed;
 use super::plan::{parse_join, peer_url, Plan, Step, CLUSTER, CLUSTER_ID, JOIN_PREFIX};
-use crate::etcd::ClusterView;
+use crate::etcd::{ClusterView, Member};
 use crate::hooktools::StatusKind;
 
 /// Leader only: record, remove the departed, add one joiner, promote.
@@ -51,6 +51,30 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
             p.steps.push(Step::RemoveMember { name, id: m.id });
             return;
         }
+    }
+    // A unit whose member lost its log (stale-member): remove the old voter,
+    // quorum permitting; the joiner logic then adds the unit as a learner.
+    let own_stale = super::plan::stale_own_member(o, c).map(|id| (o.member_name.clone(), id));
+    let peer_stale = o.peers.values().find_map(|b| {
+        let id = u64::from_str_radix(b.get("stale-member")?, 16).ok()?;
+        let m = view.by_id(id)?;
+        let url = b.get("peer-url")?;
+        m.peer_urls.contains(url).then(|| (m.name.clone(), id))
+    });
+    if let Some((name, id)) = own_stale.or(peer_stale) {
+        p.steps.push(Step::RemoveMember { name, id });
+        return;
+    }
+    // A started member no unit accounts for (its unit removed while the
+    // removal was refused, or its stop hook could not remove it): retried
+    // by every later hook of the leader; apply refuses it without quorum
+    // and the status says what is pending.
+    if let Some(m) = view.members.iter().find(|m| is_unitless(o, m)) {
+        p.steps.push(Step::RemoveMember {
+            name: m.name.clone(),
+            id: m.id,
+        });
+        return;
     }
     // Joiners: every unit (this one too) whose peer URL the cluster lacks.
     let mut joiners: Vec<(String, String)> = o
@@ -109,6 +133,27 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
     {
         p.steps.push(Step::AddMember { name, peer_url });
     }
+}
+
+/// True for a started member that is not this unit, not a peer unit and not
+/// a pending joiner, and whose unit goal-state does not expect (absent or
+/// dying). Without goal-state's answer nothing is unitless: a unit whose
+/// relation-joined has not run yet looks the same as one gone for good.
+pub(super) fn is_unitless(o: &Observed, m: &Member) -> bool {
+    let Some(goal) = &o.goal_units else {
+        return false;
+    };
+    let alive = |unit: &str| goal.get(unit).is_some_and(|s| s != "dying");
+    !m.name.is_empty()
+        && m.name != o.member_name
+        && !goal
+            .keys()
+            .any(|u| u.replace('/', "") == m.name && alive(u))
+        && !o.peers.iter().any(|(u, b)| {
+            alive(u)
+                && b.get("peer-url")
+                    .is_some_and(|url| m.peer_urls.contains(url))
+        })
 }
 
 fn unit_number(member_name: &str) -> u64 {

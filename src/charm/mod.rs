@@ -10,6 +10,7 @@ pub mod config;
 pub mod dryrun;
 pub mod dryrun_refresh;
 pub mod leader;
+pub mod lease;
 pub mod logging;
 pub mod monitoring;
 pub mod nagios;
@@ -125,6 +126,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             paths: &paths,
             service: &service,
             observed: &o,
+            lease: lease::Lease::new(o.leader_seen),
         };
         let out = applier.apply(&p.steps)?;
         found = p.status;
@@ -159,4 +161,4 @@ fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod plan_tests;
+pub(crate) mod plan_tests;

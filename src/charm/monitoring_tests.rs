@@ -1,8 +1,6 @@
 //! The monitoring endpoints' pure half: requests, dashboard, nrpe files.
 
 use super::*;
-use crate::charm::config::CharmConfig;
-use crate::charm::observe::LeaderData;
 use crate::etcd::{ClusterView, Member, MemberStatus};
 use crate::layout::DiskLayout;
 
@@ -25,30 +23,13 @@ fn member(id: u64, name: &str, ip: &str) -> Member {
 fn leader(m: Monitoring) -> Observed {
     Observed {
         event: Event::UpdateStatus,
-        unit: "etcd/0".into(),
-        member_name: "etcd0".into(),
-        departing_unit: None,
-        is_leader: true,
-        has_leader_tools: true,
-        config: Ok(CharmConfig::default()),
-        leader: LeaderData::default(),
-        peer_relation: Some("cluster:0".into()),
-        clients: vec![],
-        own_bag: Databag::new(),
-        peers: Default::default(),
-        address: "10.0.0.1".into(),
-        client_address: "10.0.0.1".into(),
         disk: DiskLayout {
             config: None,
             env_configs: vec![],
             locations: vec![],
             migration: Default::default(),
         },
-        config_text: None,
-        dropin_text: None,
-        etcd_version: Some("3.4.23".into()),
         active: true,
-        local: None,
         cluster: Some(ClusterView {
             endpoint: "http://10.0.0.1:2379".into(),
             status: MemberStatus {
@@ -67,7 +48,7 @@ fn leader(m: Monitoring) -> Observed {
             ],
         }),
         monitoring: m,
-        fresh_token: Ok("FRESH0TOKEN00001".into()),
+        ..crate::charm::plan_tests::fresh(true)
     }
 }
 

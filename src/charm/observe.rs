@@ -73,6 +73,11 @@ pub struct Observed {
     /// randomness is read here so the plan stays pure; the plan uses it
     /// only when no record of a token exists and it must create one.
     pub fresh_token: std::result::Result<String, String>,
+    /// When is-leader was asked, if it answered true (see lease.rs).
+    pub leader_seen: Option<std::time::Instant>,
+    /// goal-state's units (name → status), read by the leader only when a
+    /// started member matches no peer unit; None when not read.
+    pub goal_units: Option<BTreeMap<String, String>>,
 }
 
 impl Observed {
@@ -187,6 +192,7 @@ pub fn observe_with(
         || tools.config_get(),
         Default::default,
     )?);
+    let asked_leader = std::time::Instant::now();
     let is_leader = tolerate(
         mode,
         u,
@@ -331,6 +337,26 @@ pub fn observe_with(
             }
         }
     };
+    // A member no peer unit accounts for: only goal-state can tell a unit
+    // not yet joined from one gone for good (leader.rs removes the latter).
+    let unmatched = |m: &etcd::Member| {
+        !m.name.is_empty()
+            && m.name != member_name
+            && !peers.iter().any(|(u, b)| {
+                u.replace('/', "") == m.name
+                    || b.get("peer-url").is_some_and(|p| m.peer_urls.contains(p))
+            })
+    };
+    let goal_units = match &cluster {
+        Some(v) if is_leader && v.members.iter().any(unmatched) => tolerate(
+            mode,
+            u,
+            "the units the model expects (goal-state; no member is removed as unitless)",
+            || tools.goal_state_units().map(Some),
+            || None,
+        )?,
+        _ => None,
+    };
     let observed = Observed {
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),
@@ -355,6 +381,8 @@ pub fn observe_with(
         cluster,
         monitoring: super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?,
         fresh_token: super::token::generate(),
+        leader_seen: is_leader.then_some(asked_leader),
+        goal_units,
     };
     Ok((observed, unread))
 }

@@ -9,8 +9,11 @@
 //! - No WAL, a cluster exists (recorded in leadership data, reachable, or a
 //!   peer reports a member): join — publish our peer URL, let the leader add
 //!   us as a learner, start with state `existing`; never bootstrap.
-//! - No WAL, no cluster anywhere: the leader bootstraps a one-member cluster;
+//! - No WAL, no cluster anywhere: the leader commits who bootstraps, then
+//!   that unit alone starts a one-member cluster (two phases, bootstrap.rs);
 //!   everyone else waits.
+//! - A `member/` without a readable WAL is set aside, never restarted as its
+//!   old voter; the leader replaces that voter (stale-member).
 //!
 //! # Guarantees
 //! - The token is read back when any record of it exists (rule 1).
@@ -343,6 +346,16 @@ fn cluster_exists(o: &Observed) -> bool {
             .any(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
 }
 
+/// No WAL here, etcd down, yet the cluster lists a started member under
+/// this unit's peer URL: that is this unit's old voter, whose log is gone.
+pub fn stale_own_member(o: &Observed, c: &CharmConfig) -> Option<u64> {
+    if o.active || o.local_ids().is_some() {
+        return None;
+    }
+    let m = o.cluster.as_ref()?.by_peer_url(&peer_url(o, c))?;
+    (!m.name.is_empty()).then_some(m.id)
+}
+
 /// The recorded cluster ID, from leadership data.
 fn recorded_cluster(o: &Observed) -> Option<u64> {
     o.leader
@@ -406,7 +419,13 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 /// The plan, with a rolling turn around any step that takes this unit's
 /// started member down (charm/turn.rs).
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
-    super::turn::gate(o, plan_steps(o, paths, dropin))
+    let mut p = plan_steps(o, paths, dropin);
+    // The stop hook stops etcd whatever else blocked the plan (bad config,
+    // TLS, a conflict): the unit is going away either way.
+    if o.event == Event::Stop && o.active && !p.steps.contains(&Step::StopEtcd) {
+        p.steps.push(Step::StopEtcd);
+    }
+    super::turn::gate(o, p)
 }
 
 fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
@@ -506,6 +525,16 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut changed = changed;
     if o.local_ids().is_none() && o.own_bag.get("member-id").is_some_and(|v| !v.is_empty()) {
         changed.insert("member-id".into(), String::new());
+    }
+    // A member that lost its log asks the leader to replace it (leader.rs).
+    let stale = o
+        .local_ids()
+        .is_none()
+        .then(|| stale_own_member(o, &c))
+        .flatten();
+    let want_stale = stale.map(|id| format!("{id:x}")).unwrap_or_default();
+    if o.own_bag.get("stale-member").map_or("", |v| v.as_str()) != want_stale {
+        changed.insert("stale-member".into(), want_stale);
     }
     if o.peer_relation.is_some() && !changed.is_empty() {
         p.steps.push(Step::Publish(changed));
@@ -678,6 +707,26 @@ fn plan_without_wal(
     token: Option<&str>,
     p: &mut Plan,
 ) {
+    // A `member/` without a readable WAL (a wiped disk, a failed join) is
+    // never started: set aside, and if the cluster still lists this unit's
+    // old voter, wait for the leader to replace it.
+    let canonical_member_dir = o
+        .disk
+        .locations
+        .iter()
+        .any(|l| l.role == Role::Canonical && l.facts.member_dir);
+    if canonical_member_dir && !o.active {
+        p.steps.push(Step::MoveDataAside {
+            data_dir: paths.data_dir(),
+            reason: "member/ holds no readable WAL; never restarted as its old voter".into(),
+        });
+    }
+    if let Some(id) = stale_own_member(o, c) {
+        p.wait(format!(
+            "Waiting for the leader to replace this unit's old member {id:x}, whose log is gone"
+        ));
+        return;
+    }
     let Some(token) = token else {
         if super::bootstrap::decision(o) == super::bootstrap::Decision::Mine {
             p.status.push((

@@ -34,8 +34,9 @@ fn canonical(ids: Option<WalIds>) -> Location {
     }
 }
 
-/// A fresh leader unit etcd/0 at 10.0.0.1, peer relation present.
-fn fresh(leader: bool) -> Observed {
+/// A fresh leader unit etcd/0 at 10.0.0.1, peer relation present: the one
+/// Observed every test module of the charm starts from (`..fresh(l)`).
+pub(crate) fn fresh(leader: bool) -> Observed {
     Observed {
         event: Event::ConfigChanged,
         unit: "etcd/0".into(),
@@ -65,6 +66,8 @@ fn fresh(leader: bool) -> Observed {
         cluster: None,
         monitoring: Default::default(),
         fresh_token: Ok("FRESH0TOKEN00001".into()),
+        leader_seen: None,
+        goal_units: None,
     }
 }
 
@@ -1002,3 +1005,9 @@ fn snapd_refresh_is_set_by_the_hooks_that_change_it_on_the_snap_backend_only() {
 }
 /// The two-phase bootstrap and the cluster-identity checks (issue 10.3).
 mod bootstrap;
+
+/// Membership cleanup that converges (issue 10.5).
+mod cleanup;
+
+/// A member whose WAL is gone (issue 10.4).
+mod walloss;

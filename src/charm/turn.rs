@@ -171,8 +171,6 @@ impl Applier<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::charm::config::CharmConfig;
-    use crate::charm::observe::LeaderData;
     use crate::etcd::{ClusterView, Member, MemberStatus};
     use crate::hooktools::Databag;
     use crate::layout::{DiskLayout, Location, Role};
@@ -210,20 +208,6 @@ mod tests {
             members,
         };
         Observed {
-            event: Event::ConfigChanged,
-            unit: "etcd/0".into(),
-            member_name: "etcd0".into(),
-            departing_unit: None,
-            is_leader: false,
-            has_leader_tools: true,
-            config: Ok(CharmConfig::default()),
-            leader: LeaderData::default(),
-            peer_relation: Some("cluster:0".into()),
-            clients: vec![],
-            own_bag: Databag::new(),
-            peers: Default::default(),
-            address: "10.0.0.1".into(),
-            client_address: "10.0.0.1".into(),
             disk: DiskLayout {
                 config: None,
                 env_configs: vec![],
@@ -236,14 +220,10 @@ mod tests {
                 }],
                 migration: Default::default(),
             },
-            config_text: None,
-            dropin_text: None,
-            etcd_version: Some("3.4.23".into()),
             active: true,
             local: Some(view.clone()),
             cluster: Some(view),
-            monitoring: Default::default(),
-            fresh_token: Ok("FRESH0TOKEN00001".into()),
+            ..crate::charm::plan_tests::fresh(false)
         }
     }
 
