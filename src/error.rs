@@ -84,3 +84,21 @@ pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Er
     let path = path.into();
     move |source| Error::Io { path, op, source }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_etcd_error_reads_as_before_it_had_its_own_type() {
+        let e = EtcdError {
+            endpoint: "http://10.0.0.1:2379".into(),
+            op: "member list".into(),
+            message: "connection refused".into(),
+        };
+        assert_eq!(
+            Error::from(e).to_string(),
+            "etcd member list at http://10.0.0.1:2379: connection refused"
+        );
+    }
+}

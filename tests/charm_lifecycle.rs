@@ -160,6 +160,10 @@ fn a_member_removed_behind_the_charms_back_rejoins_under_a_new_id() {
     all_keys(&m, "behind", 10);
 }
 
+/// The case `cluster_exists` guards: the leader starts with no WAL (its
+/// data disk came up late) while no peer answers. Everything else says
+/// "bootstrap" (leader, token, no member on disk); only the recorded
+/// cluster and the peers' member IDs say a cluster exists.
 #[test]
 fn with_peers_unreachable_start_never_bootstraps_a_second_cluster() {
     let m = Model::new();
@@ -168,24 +172,38 @@ fn with_peers_unreachable_start_never_bootstraps_a_second_cluster() {
     let cluster = m.cluster_id();
     put_keys(&m.endpoints(), "dark", 10);
     let ids: Vec<_> = m.units().iter().map(|u| m.wal_ids(u)).collect();
+    assert_eq!(m.leader(), "etcd/0");
 
-    // The whole cluster goes down; one machine comes back alone.
+    // The whole cluster goes down; the leader's machine comes back alone,
+    // its member not (yet) in its data dir.
     for u in m.units() {
         m.kill_etcd(&u);
     }
+    let data = m.data_dir("etcd/0");
+    let away = data.with_file_name("member-on-the-late-disk");
+    std::fs::rename(data.join("member"), &away).unwrap();
     m.ok(&["reboot", "etcd/0"]);
-    let (_, s, msg) = m.workloads().remove(0);
-    assert_ne!(
-        s, "active",
-        "a lone member without quorum is not healthy: {msg}"
+    let u = m.unit("etcd/0");
+    assert_eq!(u["workload-status"]["current"], "waiting", "{u:#}");
+    let msg = u["workload-status"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("no member of it is reachable"), "{msg}");
+    assert!(
+        !data.join("member").exists(),
+        "a new member (a second cluster) was bootstrapped in {}",
+        data.display()
     );
-    assert_eq!(
-        m.wal_ids("etcd/0"),
-        ids[0],
-        "started on its own data, not a new member"
+    assert!(
+        etcdctl(&m.endpoint("etcd/0"), &["endpoint", "status"])
+            .status
+            .code()
+            != Some(0),
+        "nothing answers on etcd/0"
     );
 
-    // The others return: the same cluster, the same members, every key.
+    // The disk arrives and the others return: the same cluster, the same
+    // members, every key.
+    std::fs::rename(&away, data.join("member")).unwrap();
+    m.ok(&["reboot", "etcd/0"]);
     m.ok(&["reboot", "etcd/1"]);
     m.ok(&["reboot", "etcd/2"]);
     m.ok(&["update-status"]);
@@ -245,21 +263,42 @@ fn a_removal_that_would_lose_quorum_is_refused() {
             blocker.is_some()
         },
     );
-    let _ = m.run(&["remove-unit", "etcd/1"]);
-    let log = m.ok(&["log", "--juju-log"]);
-    assert!(
-        log.lines().any(|l| l.contains("etcd/0")
-            && l.contains("would leave 1 of 2")
-            && l.contains("no quorum")),
-        "the leader refused the removal:\n{}",
-        tail(&log, 30)
-    );
-    // etcd1 is still a member, so etcd/2's return restores quorum.
-    let names: Vec<String> = members(&m.endpoint("etcd/0"))
+    let etcd1 = members(&m.endpoint("etcd/0"))
         .into_iter()
-        .map(|x| x.1)
-        .collect();
-    assert!(names.contains(&"etcd1".to_string()), "{names:?}");
+        .find(|x| x.1 == "etcd1")
+        .expect("etcd1 is a member");
+    // Juju removes the unit whatever its hooks decide; the command reports
+    // the one unit in error, etcd/2, whose etcd cannot start.
+    let out = m.run(&["remove-unit", "etcd/1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "etcd/2's hooks fail: {err}");
+    assert!(
+        err.contains("etcd/2 is in error") && !err.contains("etcd/0"),
+        "{err}"
+    );
+    assert!(
+        !m.units().contains(&"etcd/1".to_string()),
+        "{:?}",
+        m.units()
+    );
+
+    // The member stays: same ID, still listed, so quorum can return.
+    let left = members(&m.endpoint("etcd/0"));
+    assert!(left.contains(&etcd1), "{left:?} lacks {etcd1:?}");
+    assert_eq!(left.len(), 3, "{left:?}");
+    // The leader refused, saying why and what to do, without failing a hook.
+    let leader = m.unit("etcd/0");
+    assert_eq!(leader["juju-status"]["current"], "idle", "{leader:#}");
+    assert_eq!(
+        leader["workload-status"]["current"], "blocked",
+        "{leader:#}"
+    );
+    let msg = leader["workload-status"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("removing etcd1 would leave 1 of 2 remaining members healthy (no quorum)")
+            && msg.contains("restore the failed members first"),
+        "{msg}"
+    );
     // etcd/2's hooks fail while its etcd cannot start; once the port is
     // free, retrying them brings it back.
     drop(blocker);

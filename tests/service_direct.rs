@@ -9,6 +9,7 @@
 
 use etcd_charm::paths::Paths;
 use etcd_charm::render::{render_etcd_config, ClusterState, EtcdConfig};
+use etcd_charm::restart::RESTART_POLICY;
 use etcd_charm::service::{etcd_pid_file, Backend, Installed, Service, SUPERVISOR_ENV};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -155,6 +156,29 @@ fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Seconds since the epoch of the supervisor log line holding `what`
+/// (lines start `2026-03-01T12:00:00Z etcd-charm supervise[..]: ...`).
+fn log_time(log: &str, what: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("etcd-charm supervise[") && l.contains(what))
+        .unwrap_or_else(|| panic!("no {what:?} in the log:\n{log}"));
+    let ts = line.split_whitespace().next().unwrap();
+    let n: Vec<i64> = ts
+        .trim_end_matches('Z')
+        .split(['-', 'T', ':'])
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (y, m, d) = (n[0] - (n[1] <= 2) as i64, n[1], n[2]);
+    // Days from 1970-01-01 to y-m-d (proleptic Gregorian).
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (days * 86_400 + n[3] * 3600 + n[4] * 60 + n[5]) as u64
+}
+
 #[test]
 fn start_is_active_stop() {
     let _serial = serial();
@@ -193,13 +217,10 @@ fn start_twice_is_idempotent() {
     let u = unit("twice", "127.78.2.2");
     u.svc.start().unwrap();
     let pids = (u.supervisor_pid(), u.etcd_pid());
-    let t = Instant::now();
+    // The second start finds it running and touches nothing: the same
+    // supervisor and etcd, one start in the log. (How fast, if it matters,
+    // is for bench/hooks.py to measure, not for an assertion here.)
     u.svc.start().unwrap();
-    assert!(
-        t.elapsed() < Duration::from_millis(400),
-        "{:?}",
-        t.elapsed()
-    );
     assert_eq!((u.supervisor_pid(), u.etcd_pid()), pids);
     assert!(u.active());
     assert_eq!(u.log().matches("started etcd").count(), 1, "{}", u.log());
@@ -212,18 +233,27 @@ fn etcd_killed_behind_our_back_is_restarted() {
     u.svc.start().unwrap();
     let (sup, etcd) = (u.supervisor_pid().unwrap(), u.etcd_pid().unwrap());
     kill(Pid::from_raw(etcd), Signal::SIGKILL).unwrap();
-    assert!(wait_for(Duration::from_secs(2), || !running(etcd)));
-    // The supervisor waits RESTART_POLICY.delay (2 s) before the next start.
-    assert!(!u.active(), "{}", u.log());
+    assert!(wait_for(Duration::from_secs(30), || !running(etcd)));
     assert!(
-        wait_for(Duration::from_secs(8), || u.active()),
+        wait_for(Duration::from_secs(30), || u.active()
+            && u.etcd_pid().is_some_and(|p| p != etcd)),
         "not restarted:\n{}",
         u.log()
     );
-    assert_eq!(u.supervisor_pid(), Some(sup));
-    assert_ne!(u.etcd_pid(), Some(etcd));
-    assert!(u.log().contains("restarting etcd in 2s"), "{}", u.log());
+    assert_eq!(u.supervisor_pid(), Some(sup), "the same supervisor");
     u.wait_healthy();
+    // It waited RESTART_POLICY.delay first, as its log's clock shows (a
+    // lower bound: a slow machine only makes the gap longer).
+    let log = u.log();
+    assert!(log.contains("restarting etcd in 2s"), "{log}");
+    let exited = log_time(&log, &format!("etcd (pid {etcd}) exited"));
+    let new = u.etcd_pid().unwrap();
+    let restarted = log_time(&log, &format!("started etcd (pid {new})"));
+    let delay = RESTART_POLICY.delay.as_secs();
+    assert!(
+        restarted - exited >= delay,
+        "{exited} → {restarted}:\n{log}"
+    );
 }
 
 #[test]

@@ -186,12 +186,29 @@ fn fail_hook_config_fails_install_on_every_unit() {
 fn hook_timeout_kills_and_fails_the_hook() {
     let sim = Sim::new();
     sim.deploy(1);
-    sim.on("simtest/0", "update-status", "sleep 30\n");
-    let t = std::time::Instant::now();
+    let root = sim.root("simtest/0");
+    let (pid_file, finished) = (root.join("hook.pid"), root.join("hook.finished"));
+    sim.on(
+        "simtest/0",
+        "update-status",
+        &format!(
+            "echo $$ > '{}'\nsleep 30\ntouch '{}'\n",
+            pid_file.display(),
+            finished.display()
+        ),
+    );
     let out = sim.run(&["--hook-timeout", "1", "--attempts", "1", "update-status"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(t.elapsed().as_secs() < 20);
     assert_eq!(sim.hook_log().last().unwrap()["timed_out"], true);
+    // Killed, not waited for (it never finished) nor left running.
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    assert!(!alive, "the hook (pid {pid}) still runs");
+    assert!(!finished.exists(), "the hook ran to its end");
 }
 
 #[test]

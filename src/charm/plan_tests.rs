@@ -294,16 +294,40 @@ fn a_removed_member_moves_its_data_aside() {
 #[test]
 fn another_clusters_view_does_not_move_data() {
     let mut o = fresh(false);
-    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
     o.disk.locations = vec![canonical(Some(IDS))];
-    // A reachable cluster that is not the recorded one: not evidence.
+    // A reachable cluster dd that lists no member aa.
     o.cluster = Some(view(
         0xdd,
         0xbb,
         vec![member(0xbb, "etcd1", "10.0.0.2", false)],
     ));
+    // Recorded cluster cc: dd is another cluster, not evidence that our
+    // member was removed. The unit starts on its own data and checks it.
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "cc")]);
     let p = plan(&o, &paths(), None);
-    assert!(!has(&p, |s| matches!(s, Step::MoveDataAside { .. })));
+    assert!(
+        !has(&p, |s| matches!(s, Step::MoveDataAside { .. })),
+        "{:?}",
+        p.steps
+    );
+    let start = p.steps.iter().position(|s| *s == Step::StartEtcd);
+    assert!(start.is_some(), "{:?}", p.steps);
+    assert_eq!(
+        p.steps[start.unwrap()..][..3],
+        [Step::StartEtcd, Step::WaitMember, Step::VerifyMember(IDS)]
+    );
+    // The same view when dd IS the recorded cluster: the data goes aside.
+    o.leader.app = bag(&[("token", "ABC123"), ("cluster-id", "dd")]);
+    let p = plan(&o, &paths(), None);
+    assert!(
+        has(
+            &p,
+            |s| matches!(s, Step::MoveDataAside { reason, .. } if reason.contains("belongs to cluster cc, not dd"))
+        ),
+        "{:?}",
+        p.steps
+    );
+    assert!(!p.steps.contains(&Step::StartEtcd), "{:?}", p.steps);
 }
 
 #[test]
