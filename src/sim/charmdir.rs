@@ -38,6 +38,7 @@ pub fn read_charm(dir: &Path) -> Result<CharmMeta> {
         provides: endpoints(&metadata, "provides"),
         requires: endpoints(&metadata, "requires"),
         storage: keys(metadata.get("storage")),
+        storage_specs: storage_specs(metadata.get("storage")),
         options: options(&config)?,
         actions: action_specs(&actions)?,
     })
@@ -51,6 +52,45 @@ fn keys(v: Option<&Yaml>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Each storage's `type`, minimum count (`multiple: range: N-M` → N, no
+/// `multiple` → 1) and `minimum-size`.
+fn storage_specs(
+    v: Option<&Yaml>,
+) -> std::collections::BTreeMap<String, crate::sim::storage::StorageSpec> {
+    let mut out = std::collections::BTreeMap::new();
+    for (k, s) in v.and_then(Yaml::as_mapping).into_iter().flatten() {
+        let Some(name) = k.as_str() else { continue };
+        let kind = s.get("type").and_then(Yaml::as_str).unwrap_or("filesystem");
+        let range = s.get("multiple").and_then(|m| m.get("range"));
+        let range = range
+            .and_then(Yaml::as_str)
+            .map(String::from)
+            .or_else(|| range.and_then(Yaml::as_u64).map(|n| n.to_string()));
+        let minimum = match range {
+            Some(r) => r
+                .split('-')
+                .next()
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(1),
+            None => 1,
+        };
+        let minimum_size = s.get("minimum-size").and_then(|v| match v {
+            Yaml::String(t) => crate::sim::storage::parse_size(t).ok(),
+            Yaml::Number(n) => n.as_u64().map(|n| n << 20),
+            _ => None,
+        });
+        out.insert(
+            name.to_string(),
+            crate::sim::storage::StorageSpec {
+                kind: kind.to_string(),
+                minimum,
+                minimum_size,
+            },
+        );
+    }
+    out
 }
 
 /// endpoint → interface.

@@ -40,10 +40,11 @@ pub fn new_unit(model: &mut Model, unit: &str) {
     let app = app_of(unit).to_string();
     let charm = model.applications[&app].charm.clone();
     let leader = model.is_leader(unit);
-    let mut evs: Vec<Event> = charm
+    let _ = &charm;
+    let mut evs: Vec<Event> = model.units[unit]
         .storage
         .iter()
-        .map(|s| Event::storage(HookKind::StorageAttached, s))
+        .map(|s| Event::storage(HookKind::StorageAttached, &s.name))
         .collect();
     evs.push(Event::simple(HookKind::Install));
     let mut rels: Vec<(bool, u32)> = model
@@ -315,9 +316,10 @@ pub fn begin_removal(model: &mut Model, unit: &str) {
     }
     let u = model.units.get_mut(unit).expect("unit");
     u.queue.push_back(Event::simple(HookKind::Stop));
-    for s in &charm.storage {
+    let _ = &charm;
+    for s in &u.storage {
         u.queue
-            .push_back(Event::storage(HookKind::StorageDetaching, s));
+            .push_back(Event::storage(HookKind::StorageDetaching, &s.name));
     }
     u.queue.push_back(Event::simple(HookKind::Remove));
 }

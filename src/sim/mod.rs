@@ -15,6 +15,7 @@
 //! - `runner`    — running one process: clean env, timeout, captured output.
 //! - `invoke`    — opening, running and closing one hook/action/exec context.
 //! - `scheduler` — seeded interleaving, retries and errors, until quiescent.
+//! - `storage`   — storage instances: directories, or loop devices for block storage.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
 //! - `tools`     — the hook tools (the binary answers to their names).
@@ -36,6 +37,7 @@ mod procs;
 mod runner;
 mod scheduler;
 mod status;
+mod storage;
 mod store;
 mod tools;
 

@@ -52,6 +52,9 @@ pub struct Application {
     pub env: BTreeMap<String, String>,
     /// Set by the leader with `status-set --application`.
     pub status: Option<Status>,
+    /// `--storage name=size` given at deploy: new units get the same.
+    #[serde(default)]
+    pub storage_directives: BTreeMap<String, u64>,
 }
 
 /// What the simulator needs from metadata.yaml, config.yaml and actions.yaml.
@@ -62,6 +65,9 @@ pub struct CharmMeta {
     pub provides: BTreeMap<String, String>,
     pub requires: BTreeMap<String, String>,
     pub storage: Vec<String>,
+    /// Each storage's type and counts (absent in models written before).
+    #[serde(default)]
+    pub storage_specs: BTreeMap<String, crate::sim::storage::StorageSpec>,
     pub options: BTreeMap<String, OptionSpec>,
     pub actions: BTreeMap<String, ActionSpec>,
 }
@@ -124,6 +130,9 @@ pub struct Unit {
     pub queue: VecDeque<Event>,
     /// state-get/state-set store.
     pub store: Databag,
+    /// Storage instances attached to the unit.
+    #[serde(default)]
+    pub storage: Vec<crate::sim::storage::Attachment>,
 }
 
 /// The message Juju shows while a unit installs, until the charm sets one.
