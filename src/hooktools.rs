@@ -234,6 +234,16 @@ impl Invocation {
         Invocation::new("goal-state", &[JSON])
     }
 
+    /// `storage-list --format=json <name>`
+    pub fn storage_list(name: &str) -> Invocation {
+        Invocation::new("storage-list", &[JSON, name])
+    }
+
+    /// `storage-get --format=json -s <id> <key>`
+    pub fn storage_get(id: &str, key: &str) -> Invocation {
+        Invocation::new("storage-get", &[JSON, "-s", id, key])
+    }
+
     /// The error for output this invocation's tool printed but we cannot use.
     fn bad_output(&self, problem: impl std::fmt::Display, output: &str) -> HookToolError {
         const SHOWN: usize = 200;
@@ -538,6 +548,24 @@ impl HookTools {
     pub fn goal_state(&self) -> Result<Value> {
         let inv = Invocation::goal_state();
         parse_any(&inv, &self.run(&inv)?)
+    }
+    /// The ids of this unit's instances of storage `name`.
+    pub fn storage_list(&self, name: &str) -> Result<Vec<String>> {
+        let inv = Invocation::storage_list(name);
+        let v = parse_any(&inv, &self.run(&inv)?)?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+    /// One key (`location`, `kind`) of a storage instance.
+    pub fn storage_get(&self, id: &str, key: &str) -> Result<Option<String>> {
+        let inv = Invocation::storage_get(id, key);
+        let v = parse_any(&inv, &self.run(&inv)?)?;
+        Ok(v.as_str().map(String::from))
     }
 }
 

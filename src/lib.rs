@@ -10,6 +10,7 @@
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
 //! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
+//! - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
 //! - `space`     — free space before a copy: need = size + margin, blocked when short.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
 //! - `etcd`      — talking to the live cluster (health, members, membership changes).
@@ -38,4 +39,5 @@ pub mod render;
 pub mod service;
 pub mod sim;
 pub mod space;
+pub mod storage;
 pub mod wal;

@@ -140,6 +140,7 @@ impl Applier<'_> {
                 }
             }
             Step::VerifyMember(ids) => return self.verify_member(*ids),
+            Step::Volume(v) => crate::storage::apply(v, self.paths)?,
         }
         Ok(None)
     }
@@ -406,6 +407,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::SetVersion(_) => "set-version",
         Step::Migrate(m) => m.key(),
         Step::VerifyMember(_) => "verify-member",
+        Step::Volume(_) => "volume",
     }
 }
 

@@ -67,6 +67,8 @@ pub struct Observed {
     pub local: Option<ClusterView>,
     /// The cluster as any reachable member sees it (own member first).
     pub cluster: Option<ClusterView>,
+    /// The `data` storage volume: fstab, mount, attached device.
+    pub storage: crate::storage::StorageFacts,
 }
 
 impl Observed {
@@ -325,7 +327,14 @@ pub fn observe_with(
             }
         }
     };
+    let storage = crate::storage::observe(
+        paths,
+        &ctx.event,
+        ctx.storage_location.as_deref(),
+        (mode == Mode::Hook).then_some(tools),
+    )?;
     let observed = Observed {
+        storage,
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),
         member_name,

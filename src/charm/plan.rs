@@ -94,6 +94,8 @@ pub enum Step {
     Migrate(MigrationStep),
     /// The running member must be the one its WAL records; else blocked.
     VerifyMember(WalIds),
+    /// Prepares or releases the `data` storage volume (storage.rs).
+    Volume(crate::storage::VolumeStep),
 }
 
 impl std::fmt::Display for Step {
@@ -138,6 +140,7 @@ impl std::fmt::Display for Step {
             Step::VerifyMember(ids) => {
                 write!(f, "check that the running member is {ids}")
             }
+            Step::Volume(v) => write!(f, "{v}"),
         }
     }
 }
@@ -356,6 +359,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         if dropin.is_some() && o.dropin_text.is_some() {
             p.steps.push(Step::RemoveDropIn);
         }
+        return p;
+    }
+    if super::volume::plan_volume(o, &mut p) {
         return p;
     }
     let c = match &o.config {

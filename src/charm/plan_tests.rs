@@ -37,6 +37,7 @@ fn canonical(ids: Option<WalIds>) -> Location {
 /// A fresh leader unit etcd/0 at 10.0.0.1, peer relation present.
 fn fresh(leader: bool) -> Observed {
     Observed {
+        storage: Default::default(),
         event: Event::ConfigChanged,
         unit: "etcd/0".into(),
         member_name: "etcd0".into(),

@@ -100,8 +100,16 @@ pub fn attach(
     let images = model_root.join("storage");
     std::fs::create_dir_all(&images)?;
     let backing = images.join(format!("{}.img", id.replace('/', "-")));
-    let f = std::fs::File::create(&backing)?;
-    f.set_len(size)?;
+    // An image already there (a volume prepared beforehand, as a test
+    // does to attach a disk that holds data) is kept, only grown to size.
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&backing)?;
+    if f.metadata()?.len() < size {
+        f.set_len(size)?;
+    }
     drop(f);
     a.backing = Some(backing.clone());
     match run(Command::new("losetup")
