@@ -22,7 +22,8 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log).
+//! `config`, `actions`, `dryrun`, `logging` (tracing → juju-log), `volume` (the
+//! data storage in the plan).
 
 pub mod charm;
 pub mod cli;

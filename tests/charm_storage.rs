@@ -141,6 +141,31 @@ fn a_new_unit_runs_etcd_on_its_formatted_volume_and_detaching_leaves_the_cluster
     // Later hooks do not start etcd on the bare mount point.
     m.ok(&["update-status"]);
     assert!(!answers(&ep1));
+
+    // Removing a unit with its storage: stop leaves the cluster, detaching
+    // unmounts, and jujusim releases the loop device.
+    m.ok(&["add-unit"]);
+    let ms = members(&m.endpoint("etcd/0"));
+    assert_eq!(ms.len(), 2, "{ms:?}");
+    let vol2 = volume(&m, "etcd/2");
+    let dev2 = m.unit("etcd/2")["storage"][0]["location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(loops.then(|| mounted(&vol2)).is_none_or(|l| l.is_some()));
+    m.ok(&["remove-unit", "etcd/2"]);
+    let ms = members(&m.endpoint("etcd/0"));
+    assert_eq!(ms.len(), 1, "{ms:?}");
+    assert_keys(&m.endpoint("etcd/0"), "k", KEYS);
+    assert!(mounted(&vol2).is_none());
+    if loops {
+        let listed = Command::new("losetup").arg("-l").output().unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+        assert!(
+            !listed.lines().any(|l| l.starts_with(&format!("{dev2} "))),
+            "{listed}"
+        );
+    }
 }
 
 #[test]

@@ -150,3 +150,5 @@ fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
 
 #[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+mod volume_tests;

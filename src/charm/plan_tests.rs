@@ -35,7 +35,7 @@ fn canonical(ids: Option<WalIds>) -> Location {
 }
 
 /// A fresh leader unit etcd/0 at 10.0.0.1, peer relation present.
-fn fresh(leader: bool) -> Observed {
+pub(super) fn fresh(leader: bool) -> Observed {
     Observed {
         storage: Default::default(),
         event: Event::ConfigChanged,
@@ -72,7 +72,7 @@ const IDS: WalIds = WalIds {
     cluster_id: 0xcc,
 };
 
-fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
+pub(super) fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
     Member {
         id,
         name: name.into(),
@@ -103,7 +103,7 @@ fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
 }
 
 /// The leader's own member (0xaa, the raft leader) answers with these.
-fn sees(o: &mut Observed, members: Vec<Member>) {
+pub(super) fn sees(o: &mut Observed, members: Vec<Member>) {
     let v = view(0xcc, 0xaa, members);
     o.local = Some(v.clone());
     o.cluster = Some(v);
@@ -346,7 +346,7 @@ fn a_stale_join_record_is_not_used() {
     );
 }
 
-fn healthy_leader() -> Observed {
+pub(super) fn healthy_leader() -> Observed {
     let mut o = fresh(true);
     o.leader.app = bag(&[
         ("token", "ABC123"),

@@ -16,6 +16,17 @@ pub(super) fn plan_volume(o: &Observed, p: &mut Plan) -> bool {
     let s = &o.storage;
     let mp = s.mount_point.clone();
     if s.detaching {
+        // A unit that stays in the model without its data must not be
+        // taken for a joiner (the leader adds every unit with a peer URL):
+        // withdraw what it published.
+        let withdraw: crate::hooktools::Databag = ["peer-url", "client-url", "member-id"]
+            .into_iter()
+            .filter(|k| o.own_bag.get(*k).is_some_and(|v| !v.is_empty()))
+            .map(|k| (k.to_string(), String::new()))
+            .collect();
+        if o.peer_relation.is_some() && !withdraw.is_empty() {
+            p.steps.push(Step::Publish(withdraw));
+        }
         // Out of the cluster while quorum allows (a departing unit's rule),
         // etcd stopped; never running on a mount about to vanish.
         plan_stop(o, p);
