@@ -140,13 +140,18 @@ pub fn observe(
         // not in use yet, and only in the hooks that set a unit up.
         _ => match look_up {
             Some(tools) if !f.in_use() && sets_up(event) => {
-                let ids = tools.storage_list(NAME)?;
-                match ids.first() {
+                // A charm revision that does not declare the storage may
+                // get an error rather than an empty list: no storage then.
+                let found = tools.storage_list(NAME).and_then(|ids| match ids.first() {
                     Some(id) => tools
-                        .storage_get(id, "location")?
-                        .map(|l| (Some(id.clone()), PathBuf::from(l))),
-                    None => None,
-                }
+                        .storage_get(id, "location")
+                        .map(|l| l.map(|l| (Some(id.clone()), PathBuf::from(l)))),
+                    None => Ok(None),
+                });
+                found.unwrap_or_else(|e| {
+                    tracing::warn!("no {NAME} storage looked up: {e}");
+                    None
+                })
             }
             _ => None,
         },

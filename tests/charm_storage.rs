@@ -339,3 +339,43 @@ impl Drop for Unmount {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+#[test]
+fn without_loop_devices_the_stand_in_directory_is_bind_mounted() {
+    // As on a machine where losetup fails: jujusim's directory stand-in.
+    let m = storage_model();
+    let out = m
+        .command(&[
+            "deploy",
+            m.charm.to_str().unwrap(),
+            "--config",
+            "bind_to_all_interfaces=false",
+            "--env",
+            "ETCD_CHARM_SERVICE=direct",
+            "--env",
+            "ETCD_CHARM_ROOT={unit_root}",
+            "--storage",
+            "data=1G",
+        ])
+        .env("JUJUSIM_NO_LOOP", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!on_loop_devices(&m, "etcd/0"));
+    assert!(m.ok(&["status"]).contains("stands in"));
+    m.assert_all_healthy(1);
+    let vol = volume(&m, "etcd/0");
+    let stand_in = PathBuf::from(m.unit("etcd/0")["storage"][0]["location"].as_str().unwrap());
+    assert!(mounted(&vol).is_some(), "bind-mounted");
+    assert!(
+        stand_in.join("data/member/wal").is_dir(),
+        "the data is in the stand-in"
+    );
+    assert!(fstab(&m, "etcd/0").contains("bind,nofail"));
+    m.ok(&["destroy"]);
+    assert!(mounted(&vol).is_none(), "destroy unmounts the bind mount");
+}

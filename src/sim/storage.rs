@@ -112,10 +112,15 @@ pub fn attach(
     }
     drop(f);
     a.backing = Some(backing.clone());
-    match run(Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(&backing))
-    {
+    // JUJUSIM_NO_LOOP=1 takes the stand-in path on purpose (its tests).
+    let attached = if std::env::var_os("JUJUSIM_NO_LOOP").is_some_and(|v| v == "1") {
+        Err("JUJUSIM_NO_LOOP=1 is set".to_string())
+    } else {
+        run(Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&backing))
+    };
+    match attached {
         Ok(dev) if dev.starts_with("/dev/") => {
             a.location = PathBuf::from(&dev);
             a.loop_device = Some(dev);
