@@ -338,6 +338,9 @@ pub enum VolumeStep {
     Unmount { mount_point: PathBuf },
     /// Drops fstab's line for the mount point.
     RemoveFstab { mount_point: PathBuf },
+    /// Connects the snap's `removable-media` plug (snap backend), so the
+    /// confined etcd may use /media/etcd.
+    ConnectMedia,
 }
 
 impl std::fmt::Display for VolumeStep {
@@ -358,13 +361,19 @@ impl std::fmt::Display for VolumeStep {
             VolumeStep::RemoveFstab { mount_point } => {
                 write!(f, "remove the fstab line for {}", mount_point.display())
             }
+            VolumeStep::ConnectMedia => write!(f, "connect etcd's removable-media plug"),
         }
     }
 }
 
-/// Performs one step.
-pub fn apply(step: &VolumeStep, paths: &Paths) -> Result<()> {
+/// Performs one step; `connect_media` is the service's plug connection.
+pub fn apply(
+    step: &VolumeStep,
+    paths: &Paths,
+    connect_media: &dyn Fn() -> Result<()>,
+) -> Result<()> {
     match step {
+        VolumeStep::ConnectMedia => connect_media(),
         VolumeStep::Format { device } => {
             // Re-probed at the moment of writing: never mkfs a signature.
             let sig = signature(device);

@@ -140,7 +140,9 @@ impl Applier<'_> {
                 }
             }
             Step::VerifyMember(ids) => return self.verify_member(*ids),
-            Step::Volume(v) => crate::storage::apply(v, self.paths)?,
+            Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
+                self.service.connect_removable_media().map_err(Into::into)
+            })?,
         }
         Ok(None)
     }

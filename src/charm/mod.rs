@@ -104,6 +104,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                 matches!(
                     s,
                     plan::Step::OpenPort(_)
+                        | plan::Step::Volume(crate::storage::VolumeStep::ConnectMedia)
                         | plan::Step::SetVersion(_)
                         | plan::Step::Publish(_)
                         | plan::Step::PublishClient { .. }

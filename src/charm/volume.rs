@@ -6,6 +6,7 @@
 use super::leader::plan_stop;
 use super::observe::Observed;
 use super::plan::{Plan, Step};
+use crate::context::Event;
 use crate::hooktools::StatusKind;
 use crate::storage::{Signature, VolumeStep};
 
@@ -121,6 +122,14 @@ pub(super) fn plan_volume(o: &Observed, p: &mut Plan) -> bool {
                 mp.display()
             ),
         );
+    }
+    // The snap's etcd is confined: it reaches /media only through its
+    // removable-media plug (the Python charm connected it too). Connecting
+    // is idempotent; done in the hooks that (re)start a unit, once etcd is
+    // installed.
+    let settling = matches!(o.event, Event::Install | Event::UpgradeCharm | Event::Start);
+    if s.in_use() && s.mounted.is_some() && o.etcd_version.is_some() && settling {
+        p.steps.push(Step::Volume(VolumeStep::ConnectMedia));
     }
     // The attached hook prepares the volume only: install and the hooks
     // after it do the rest.

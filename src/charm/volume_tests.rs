@@ -140,3 +140,40 @@ fn detaching_withdraws_leaves_the_cluster_stops_and_unmounts_in_that_order() {
         "{kinds:?}"
     );
 }
+
+#[test]
+fn the_snap_plug_is_connected_before_etcd_starts_on_the_volume() {
+    let mut o = healthy_leader();
+    o.active = false;
+    o.event = Event::Start;
+    o.storage = StorageFacts {
+        mount_point: PathBuf::from("/r/media/etcd"),
+        fstab: Some("UUID=x /r/media/etcd ext4 defaults,nofail 0 0".into()),
+        mounted: Some(Mounted {
+            source: "/dev/loop7".into(),
+            fs_type: "ext4".into(),
+            dev: 7,
+        }),
+        ..Default::default()
+    };
+    let p = plan(
+        &o,
+        &Paths::new("/r").with_data_dir("/media/etcd/data"),
+        None,
+    );
+    let connect = p
+        .steps
+        .iter()
+        .position(|s| *s == Step::Volume(VolumeStep::ConnectMedia));
+    let start = p.steps.iter().position(|s| *s == Step::StartEtcd);
+    assert!(connect.is_some() && connect < start, "{:?}", p.steps);
+    let text = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(text.contains("data-dir: \"/r/media/etcd/data\""), "{text}");
+}

@@ -38,9 +38,7 @@ fn drop_pending_where(unit: &mut Unit, drop: impl Fn(&Event) -> bool) {
 /// leader-settings-changed, config-changed, start.
 pub fn new_unit(model: &mut Model, unit: &str) {
     let app = app_of(unit).to_string();
-    let charm = model.applications[&app].charm.clone();
     let leader = model.is_leader(unit);
-    let _ = &charm;
     let mut evs: Vec<Event> = model.units[unit]
         .storage
         .iter()
@@ -244,7 +242,6 @@ pub fn elect(model: &mut Model, unit: &str) {
 /// storage-detaching, remove. Hooks about joins not yet run are dropped on
 /// both sides, since neither side saw the other.
 pub fn begin_removal(model: &mut Model, unit: &str) {
-    let charm = model.applications[app_of(unit)].charm.clone();
     let u = model.units.get_mut(unit).expect("unit exists");
     u.life = Life::Dying;
     // A dying unit enters no relation it has not entered yet.
@@ -316,7 +313,6 @@ pub fn begin_removal(model: &mut Model, unit: &str) {
     }
     let u = model.units.get_mut(unit).expect("unit");
     u.queue.push_back(Event::simple(HookKind::Stop));
-    let _ = &charm;
     for s in &u.storage {
         u.queue
             .push_back(Event::storage(HookKind::StorageDetaching, &s.name));
