@@ -53,9 +53,7 @@ pub(super) fn plan_volume(o: &Observed, p: &mut Plan) -> bool {
     if let Some(d) = &s.device {
         let dev = d.path.display();
         match (&s.mounted, &d.signature) {
-            (Some(m), _)
-                if !s.mounted_is_device() && !matches!(d.signature, Signature::Unreadable(_)) =>
-            {
+            (Some(m), _) if !s.mounted_is_device() => {
                 return block(
                     p,
                     format!(

@@ -177,3 +177,17 @@ fn the_snap_plug_is_connected_before_etcd_starts_on_the_volume() {
         .unwrap();
     assert!(text.contains("data-dir: \"/r/media/etcd/data\""), "{text}");
 }
+
+#[test]
+fn something_else_mounted_at_the_mount_point_blocks() {
+    let mut o = fresh(true);
+    o.storage = attached(Signature::Unreadable("not read: mounted".into()));
+    o.storage.mounted = Some(Mounted {
+        source: "/dev/sda9".into(),
+        fs_type: "ext4".into(),
+        dev: 12345,
+    });
+    let p = plan(&o, &Paths::new("/r"), None);
+    assert!(volume_steps(&p.steps).is_empty(), "{:?}", p.steps);
+    assert!(blocked(&p).unwrap().contains("/dev/sda9"));
+}
