@@ -139,11 +139,6 @@ impl Invocation {
         Invocation::new("relation-ids", &[endpoint, JSON])
     }
 
-    /// `storage-list <name> --format=json`
-    pub fn storage_list(name: &str) -> Invocation {
-        Invocation::new("storage-list", &[name, JSON])
-    }
-
     /// `relation-list -r <id> --format=json`
     pub fn relation_list(relation_id: &str) -> Invocation {
         Invocation::new("relation-list", &["-r", relation_id, JSON])
@@ -237,6 +232,16 @@ impl Invocation {
     /// `goal-state --format=json`
     pub fn goal_state() -> Invocation {
         Invocation::new("goal-state", &[JSON])
+    }
+
+    /// `storage-list --format=json <name>`
+    pub fn storage_list(name: &str) -> Invocation {
+        Invocation::new("storage-list", &[JSON, name])
+    }
+
+    /// `storage-get --format=json -s <id> <key>`
+    pub fn storage_get(id: &str, key: &str) -> Invocation {
+        Invocation::new("storage-get", &[JSON, "-s", id, key])
     }
 
     /// The error for output this invocation's tool printed but we cannot use.
@@ -569,6 +574,12 @@ impl HookTools {
     pub fn storage_list(&self, name: &str) -> Result<Vec<String>> {
         let inv = Invocation::storage_list(name);
         parse_string_list(&inv, &self.run(&inv)?)
+    }
+    /// One key (`location`, `kind`) of a storage instance.
+    pub fn storage_get(&self, id: &str, key: &str) -> Result<Option<String>> {
+        let inv = Invocation::storage_get(id, key);
+        let v = parse_any(&inv, &self.run(&inv)?)?;
+        Ok(v.as_str().map(String::from))
     }
 }
 

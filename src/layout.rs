@@ -536,6 +536,10 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
     // (the place to name, where its WAL would be)
     let data_dir = |d: PathBuf| (d.clone(), wal::wal_dir_of(&d));
     let mut others = vec![data_dir(normalize(&paths.data_dir()))];
+    if paths.snap_data_dir() != paths.data_dir() {
+        // The canonical dir is the storage volume: the snap's is another place.
+        others.push(data_dir(normalize(&paths.snap_data_dir())));
+    }
     if let Some(name) = &config.name {
         others.push(data_dir(normalize(&paths.legacy_data_dir(name))));
     }

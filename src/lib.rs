@@ -13,6 +13,7 @@
 //! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
 //! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
 //! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
+//! - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
 //! - `space`     — free space before a copy: need = size + margin, blocked when short.
 //! - `rolling`   — the cluster-wide turn (a leased lock in etcd) a unit holds while its member is down.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
@@ -28,7 +29,7 @@
 //! `turn` (the rolling-turn gate), `config`, `options` (what the Python
 //! charm's later options do), `actions`, `dryrun`, `dryrun_refresh` (what
 //! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two
-//! charms' metadata), `logging` (tracing → juju-log), and the monitoring
+//! charms' metadata), `logging` (tracing → juju-log), `volume` (the data storage in the plan), and the monitoring
 //! endpoints: `monitoring` (prometheus, grafana, nrpe: observe, pure plan,
 //! apply), `nagios` (the nrpe files, rendered), `checks` (the `nrpe-check`
 //! Nagios plugins).
@@ -52,4 +53,5 @@ pub mod rolling;
 pub mod service;
 pub mod sim;
 pub mod space;
+pub mod storage;
 pub mod wal;

@@ -7,11 +7,26 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
     root: PathBuf,
+    /// The canonical data dir when it is not the snap's (the `data`
+    /// storage volume: `/media/etcd/data`); see [`crate::storage`].
+    data_dir: Option<PathBuf>,
 }
 
 impl Paths {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Paths { root: root.into() }
+        Paths {
+            root: root.into(),
+            data_dir: None,
+        }
+    }
+
+    /// The same paths with the canonical data dir at `abs` (a host path as
+    /// configs name it, mapped under the root).
+    pub fn with_data_dir(&self, abs: impl AsRef<Path>) -> Self {
+        Paths {
+            root: self.root.clone(),
+            data_dir: Some(self.host(abs)),
+        }
     }
 
     /// Reads `ETCD_CHARM_ROOT`; unset or empty means `/`.
@@ -84,14 +99,22 @@ impl Paths {
         self.common_dir().join("etcd.conf.2x")
     }
 
-    /// `/var/snap/etcd/current`: the canonical data dir (holds `member/`).
+    /// The canonical data dir (holds `member/`): `/var/snap/etcd/current`,
+    /// or the storage volume's `/media/etcd/data` when it is in use.
     pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(|| self.snap_data_dir())
+    }
+
+    /// `/var/snap/etcd/current`, the snap's own data dir.
+    pub fn snap_data_dir(&self) -> PathBuf {
         self.host("/var/snap/etcd/current")
     }
 
-    /// `<data dir>/<name>.etcd`: where clusters born on etcd 2.3 kept the member.
+    /// `<snap data dir>/<name>.etcd`: where clusters born on etcd 2.3 kept the member.
     pub fn legacy_data_dir(&self, member_name: &str) -> PathBuf {
-        self.data_dir().join(format!("{member_name}.etcd"))
+        self.snap_data_dir().join(format!("{member_name}.etcd"))
     }
 
     /// Dated backups go beside what they back up, never inside it.

@@ -209,6 +209,16 @@ impl Service {
         }
     }
 
+    /// Snap: `snap connect etcd:removable-media` (idempotent), so the
+    /// confined etcd can use its data dir on the volume at /media/etcd.
+    /// Direct: nothing (not confined).
+    pub fn connect_removable_media(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::snap_connect_media_cmd().run().map(|_| ()),
+            Backend::Direct { .. } => Ok(()),
+        }
+    }
+
     /// The drop-in this charm binary would write (snap backend only), so the
     /// plan and `ensure_dropin` never disagree about its text.
     pub fn desired_dropin(&self) -> Result<Option<String>> {

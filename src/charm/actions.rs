@@ -18,7 +18,7 @@ fn own_endpoint(tools: &HookTools) -> Result<String> {
 
 pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
     match name {
-        "snapshot" => snapshot(tools, paths),
+        "snapshot" => snapshot(tools, &crate::storage::paths(paths.clone())),
         "health" => health(tools),
         other => Err(Error::Other(format!("unknown action {other}"))),
     }

@@ -191,6 +191,9 @@ impl Applier<'_> {
             Step::Monitoring(m) => super::monitoring::apply(m, self.tools, self.paths)?,
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
+            Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
+                self.service.connect_removable_media().map_err(Into::into)
+            })?,
         }
         Ok(None)
     }
@@ -493,6 +496,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::Monitoring(m) => m.key(),
         Step::TakeTurn { .. } => "take-turn",
         Step::ReleaseTurn => "release-turn",
+        Step::Volume(_) => "volume",
     }
 }
 

@@ -155,7 +155,7 @@ fn warnings(o: &Observed, new_config: Option<&str>) -> Vec<String> {
 }
 
 pub fn run(explicit_unit: Option<&str>, format: Format) -> ExitCode {
-    let paths = Paths::from_env();
+    let paths = crate::storage::paths(Paths::from_env());
     let report = match build(&paths, explicit_unit) {
         Ok(r) => r,
         Err(e) => {

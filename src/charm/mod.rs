@@ -19,6 +19,7 @@ pub mod options;
 pub mod plan;
 pub mod token;
 pub mod turn;
+mod volume;
 
 use crate::context::{Event, HookContext};
 use crate::error::Result;
@@ -61,7 +62,9 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
     let tools = HookTools::new();
     logging::init(&tools);
     debug!("hook {} on {}", ctx.event.name(), ctx.unit_name);
-    if matches!(ctx.event, Event::Other(_) | Event::Storage { .. }) {
+    let other_storage =
+        matches!(&ctx.event, Event::Storage { name, .. } if name != crate::storage::NAME);
+    if matches!(ctx.event, Event::Other(_)) || other_storage {
         return ExitCode::SUCCESS;
     }
     if let Event::Action(name) = &ctx.event {
@@ -92,9 +95,11 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
 }
 
 fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String)> {
-    let paths = Paths::from_env();
     let mut found = Vec::new();
     for pass in 1..=MAX_PASSES {
+        // The canonical data dir follows the storage volume (fstab, mount,
+        // config), so it is decided again once a pass prepared the volume.
+        let paths = crate::storage::paths(Paths::from_env());
         // Reading the service's state does not depend on the snap channel;
         // installing does, so apply gets a service built from the config.
         let probe = Service::from_env(paths.clone(), "auto");
@@ -113,6 +118,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                 matches!(
                     s,
                     plan::Step::OpenPort(_)
+                        | plan::Step::Volume(crate::storage::VolumeStep::ConnectMedia)
                         | plan::Step::SetVersion(_)
                         | plan::Step::Publish(_)
                         | plan::Step::PublishClient { .. }
@@ -162,3 +168,5 @@ fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
 
 #[cfg(test)]
 pub(crate) mod plan_tests;
+#[cfg(test)]
+mod volume_tests;

@@ -78,6 +78,8 @@ pub struct Observed {
     /// goal-state's units (name → status), read by the leader only when a
     /// started member matches no peer unit; None when not read.
     pub goal_units: Option<BTreeMap<String, String>>,
+    /// The `data` storage volume: fstab, mount, attached device.
+    pub storage: crate::storage::StorageFacts,
 }
 
 impl Observed {
@@ -357,7 +359,14 @@ pub fn observe_with(
         )?,
         _ => None,
     };
+    let storage = crate::storage::observe(
+        paths,
+        &ctx.event,
+        ctx.storage_location.as_deref(),
+        (mode == Mode::Hook).then_some(tools),
+    )?;
     let observed = Observed {
+        storage,
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),
         member_name,

@@ -109,6 +109,8 @@ pub enum Step {
     },
     /// Once every voter is healthy again.
     ReleaseTurn,
+    /// Prepares or releases the `data` storage volume (storage.rs).
+    Volume(crate::storage::VolumeStep),
 }
 
 impl std::fmt::Display for Step {
@@ -161,6 +163,7 @@ impl std::fmt::Display for Step {
             Step::ReleaseTurn => {
                 write!(f, "give back the rolling turn once every voter is healthy")
             }
+            Step::Volume(v) => write!(f, "{v}"),
         }
     }
 }
@@ -434,6 +437,9 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         if dropin.is_some() && o.dropin_text.is_some() {
             p.steps.push(Step::RemoveDropIn);
         }
+        return p;
+    }
+    if super::volume::plan_volume(o, &mut p) {
         return p;
     }
     let c = match &o.config {

@@ -38,6 +38,7 @@ fn canonical(ids: Option<WalIds>) -> Location {
 /// Observed every test module of the charm starts from (`..fresh(l)`).
 pub(crate) fn fresh(leader: bool) -> Observed {
     Observed {
+        storage: Default::default(),
         event: Event::ConfigChanged,
         unit: "etcd/0".into(),
         member_name: "etcd0".into(),
@@ -76,7 +77,7 @@ const IDS: WalIds = WalIds {
     cluster_id: 0xcc,
 };
 
-fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
+pub(super) fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
     Member {
         id,
         name: name.into(),
@@ -107,7 +108,7 @@ fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
 }
 
 /// The leader's own member (0xaa, the raft leader) answers with these.
-fn sees(o: &mut Observed, members: Vec<Member>) {
+pub(super) fn sees(o: &mut Observed, members: Vec<Member>) {
     let v = view(0xcc, 0xaa, members);
     o.local = Some(v.clone());
     o.cluster = Some(v);
@@ -396,7 +397,7 @@ fn a_stale_join_record_is_not_used() {
     );
 }
 
-fn healthy_leader() -> Observed {
+pub(super) fn healthy_leader() -> Observed {
     let mut o = fresh(true);
     o.leader.app = bag(&[
         ("token", "ABC123"),

@@ -83,7 +83,30 @@ pub fn set_aside(path: &Path, kind: Aside, stamp: &str) -> Result<Option<PathBuf
     std::fs::rename(path, &to).map_err(io("setting aside", path))?;
     sync_dir(parent(path))?;
     tracing::info!("set {} aside as {}", path.display(), to.display());
+    if kind == Aside::Incomplete {
+        drop_older_incomplete(path, &to);
+    }
     Ok(Some(to))
+}
+
+/// Keeps one unverified copy aside, the newest: every `member.incomplete-*`
+/// is a partial copy of a member that is still in place (its source, or a
+/// verified copy), so an older one holds nothing the newest does not, and
+/// keeping one per killed attempt is what would fill the disk.
+fn drop_older_incomplete(path: &Path, kept: &Path) {
+    let prefix = format!("{}-", aside_base(path, Aside::Incomplete));
+    let Ok(rd) = std::fs::read_dir(parent(path)) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p != kept && e.file_name().to_string_lossy().starts_with(&prefix) {
+            match std::fs::remove_dir_all(&p) {
+                Ok(()) => tracing::warn!("removed the older partial copy {}", p.display()),
+                Err(err) => tracing::warn!("cannot remove {}: {err}", p.display()),
+            }
+        }
+    }
 }
 
 fn set_aside_wal_dir(wal_dir: &Path, stamp: &str) -> Result<()> {

@@ -26,14 +26,20 @@
 //!   (`member.incoming`, a `.partial` snapshot), so a kill after any step
 //!   leaves a state the planner recognises and carries on from:
 //!   - `member.incoming` is never trusted: it is set aside as
-//!     `member.incomplete-<stamp>` and the copy is redone;
+//!     `member.incomplete-<stamp>` and the copy is redone (only the newest
+//!     such copy is kept: see below);
 //!   - `member.verified` beside a source with the same IDs is used, unless
 //!     the source changed after it was verified (etcd ran on it again): then
 //!     it is set aside as `member.stale-<stamp>` and the copy is redone;
 //!   - `member.verified` with the source already set aside is put in place.
 //! - Nothing is deleted (rule 4): whatever must go is renamed to a dated
 //!   name beside it. The issue asked for the source to be removed after a
-//!   verified copy; rule 4 wins, so it is set aside instead.
+//!   verified copy; rule 4 wins, so it is set aside instead. The one
+//!   exception is our own partial copies of a member still in place (an
+//!   older `member.incomplete-*`, a `.partial` snapshot, the copy a failed
+//!   attempt was writing): they hold nothing the member does not, and one
+//!   per retry would fill the disk (issue 9.4), so at most one is kept.
+//! - Every copy first checks the target's free space ([`crate::space`]).
 //! - A snapshot of the member's bbolt db is taken (while etcd is stopped, so
 //!   it is consistent) before anything moves, unless a snapshot of this
 //!   member newer than its last change already exists.

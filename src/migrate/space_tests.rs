@@ -262,3 +262,24 @@ fn killed_snapshots_leave_one_partial_at_most() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(!left[0].ends_with(".partial"), "{left:?}");
 }
+
+#[test]
+fn killed_copies_leave_one_incomplete_copy_at_most() {
+    let tmp = tempfile::tempdir().unwrap();
+    let canon = tmp.path().join("current");
+    for attempt in 1..=3 {
+        // A kill during the copy leaves member.incoming; the retry sets it aside.
+        let incoming = canon.join(INCOMING);
+        std::fs::create_dir_all(incoming.join("snap")).unwrap();
+        std::fs::write(incoming.join("snap/db"), vec![attempt as u8; 100]).unwrap();
+        let step = MigrationStep::SetAside {
+            path: incoming,
+            kind: Aside::Incomplete,
+        };
+        assert_eq!(apply(&step, &mut |_| {}).unwrap(), None);
+        let left = entries(&canon);
+        assert_eq!(left.len(), 1, "attempt {attempt}: {left:?}");
+        let db = std::fs::read(canon.join(&left[0]).join("snap/db")).unwrap();
+        assert_eq!(db[0], attempt as u8, "the newest is kept");
+    }
+}

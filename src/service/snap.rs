@@ -70,6 +70,11 @@ pub fn systemctl_cmd(verb: &str) -> Cmd {
     Cmd::new("systemctl", &[verb, SNAP_UNIT])
 }
 
+/// Lets the confined etcd reach `/media` (where the data storage is mounted).
+pub fn snap_connect_media_cmd() -> Cmd {
+    Cmd::new("snap", &["connect", "etcd:removable-media"])
+}
+
 pub fn daemon_reload_cmd() -> Cmd {
     Cmd::new("systemctl", &["daemon-reload"])
 }

@@ -82,6 +82,11 @@ pub fn storage_specs(metadata: &Yaml) -> Result<BTreeMap<String, StorageSpec>> {
                 read_only: v.get("read-only").and_then(Yaml::as_bool).unwrap_or(false),
                 count_min,
                 count_max,
+                minimum_size: v.get("minimum-size").and_then(|v| match v {
+                    Yaml::String(t) => crate::sim::storage::parse_size(t).ok(),
+                    Yaml::Number(n) => n.as_u64().map(|n| n << 20),
+                    _ => None,
+                }),
             },
         );
     }

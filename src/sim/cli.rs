@@ -68,13 +68,21 @@ pub enum Command {
         /// Upload a file resource the charm declares (repeatable)
         #[arg(long = "resource", value_name = "NAME=PATH")]
         resources: Vec<String>,
+        /// NAME=SIZE (1G, 512M): one instance of a storage metadata.yaml declares, per unit (repeatable)
+        #[arg(long = "storage", value_name = "NAME=SIZE")]
+        storage: Vec<String>,
     },
     /// Add units to an application
     AddUnit {
         app: Option<String>,
         #[arg(short = 'n', long = "num-units", default_value_t = 1)]
         num_units: u32,
+        /// NAME=SIZE for the new units [default: what deploy was given]
+        #[arg(long = "storage", value_name = "NAME=SIZE")]
+        storage: Vec<String>,
     },
+    /// Detach a storage instance from a unit: it runs <name>-storage-detaching, then the device is released
+    DetachStorage { unit: String, storage_id: String },
     /// Remove a unit: it leaves its relations, stops, is removed, and its processes are killed
     RemoveUnit {
         unit: String,

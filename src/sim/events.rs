@@ -38,12 +38,11 @@ fn drop_pending_where(unit: &mut Unit, drop: impl Fn(&Event) -> bool) {
 /// leader-settings-changed, config-changed, start.
 pub fn new_unit(model: &mut Model, unit: &str) {
     let app = app_of(unit).to_string();
-    let charm = model.applications[&app].charm.clone();
     let leader = model.is_leader(unit);
-    let mut evs: Vec<Event> = charm
+    let mut evs: Vec<Event> = model.units[unit]
         .storage
         .iter()
-        .map(|s| Event::storage(HookKind::StorageAttached, s))
+        .map(|s| Event::storage(HookKind::StorageAttached, &s.name))
         .collect();
     evs.push(Event::simple(HookKind::Install));
     let mut rels: Vec<(bool, u32)> = model
@@ -252,7 +251,6 @@ pub fn elect(model: &mut Model, unit: &str) {
 /// storage-detaching, remove. Hooks about joins not yet run are dropped on
 /// both sides, since neither side saw the other.
 pub fn begin_removal(model: &mut Model, unit: &str) {
-    let charm = model.applications[app_of(unit)].charm.clone();
     let u = model.units.get_mut(unit).expect("unit exists");
     u.life = Life::Dying;
     // A dying unit enters no relation it has not entered yet.
@@ -324,9 +322,9 @@ pub fn begin_removal(model: &mut Model, unit: &str) {
     }
     let u = model.units.get_mut(unit).expect("unit");
     u.queue.push_back(Event::simple(HookKind::Stop));
-    for s in &charm.storage {
+    for s in &u.storage {
         u.queue
-            .push_back(Event::storage(HookKind::StorageDetaching, s));
+            .push_back(Event::storage(HookKind::StorageDetaching, &s.name));
     }
     u.queue.push_back(Event::simple(HookKind::Remove));
 }

@@ -103,9 +103,16 @@ pub fn build(
             }
             if let Some(s) = &ev.storage {
                 env.push(("JUJU_STORAGE_ID".into(), storage_id(s, u.machine)));
+                // A block storage's location is its device.
+                let location = u
+                    .storage
+                    .iter()
+                    .find(|a| &a.name == s)
+                    .map(|a| a.location.clone())
+                    .unwrap_or_else(|| storage_dir(&u.dir, s));
                 env.push((
                     "JUJU_STORAGE_LOCATION".into(),
-                    storage_dir(&u.dir, s).display().to_string(),
+                    location.display().to_string(),
                 ));
             }
         }

@@ -16,6 +16,7 @@
 //! - `runner`    — running one process: clean env, timeout, captured output.
 //! - `invoke`    — opening, running and closing one hook/action/exec context.
 //! - `scheduler` — units concurrently (seeded start order), retries, errors.
+//! - `storage`   — storage instances: directories, or loop devices for block storage.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
 //! - `resources` — `--resource` uploads and their stored copies.
@@ -40,6 +41,7 @@ mod resources;
 mod runner;
 mod scheduler;
 mod status;
+mod storage;
 mod store;
 mod tools;
 

@@ -58,6 +58,9 @@ pub struct Application {
     /// Resource name → the model's stored copy of what `--resource` gave.
     #[serde(default)]
     pub resources: BTreeMap<String, PathBuf>,
+    /// `--storage name=size` given at deploy: new units get the same.
+    #[serde(default)]
+    pub storage_directives: BTreeMap<String, u64>,
 }
 
 /// The base `deploy` gives machines when `--base` is not passed (jammy).
@@ -114,6 +117,9 @@ pub struct StorageSpec {
     /// `multiple: range:` (1-1 without it); a max of -1 is unbounded.
     pub count_min: i64,
     pub count_max: i64,
+    /// `minimum-size` in bytes, when declared.
+    #[serde(default)]
+    pub minimum_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +190,9 @@ pub struct Unit {
     /// Its machine's base (`ubuntu@22.04`), the application's at creation.
     #[serde(default = "default_base")]
     pub base: String,
+    /// Storage instances attached to the unit.
+    #[serde(default)]
+    pub storage: Vec<crate::sim::storage::Attachment>,
 }
 
 /// The message Juju shows while a unit installs, until the charm sets one.

@@ -309,8 +309,16 @@ fn after(m: &mut Model, unit: &str, ev: &Event) -> Option<PathBuf> {
                 set_status(u, "unknown", "");
             }
         }
+        HookKind::StorageDetaching => {
+            if let (Some(u), Some(name)) = (m.units.get_mut(unit), &ev.storage) {
+                crate::sim::storage::release_named(u, name);
+            }
+        }
         HookKind::Remove => {
             let root = m.units[unit].root();
+            if let Some(u) = m.units.get_mut(unit) {
+                crate::sim::storage::release_all(u);
+            }
             events::finish_removal(m, unit);
             return Some(root);
         }

@@ -100,6 +100,10 @@ pub fn to_json(m: &Model) -> Value {
                     "workload-version": unit.version,
                     "queued-hooks": unit.queue.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
                     "unit-dir": unit.dir,
+                    "storage": unit.storage.iter().map(|a| json!({
+                        "id": a.id, "kind": a.kind, "location": a.location, "size": a.size,
+                        "loop-device": a.loop_device, "stand-in": a.stand_in,
+                    })).collect::<Vec<_>>(),
                 }),
             );
         }
@@ -226,6 +230,30 @@ pub fn table(m: &Model) -> String {
             ]
         })
         .collect();
+    let storage: Vec<Vec<String>> = m
+        .units
+        .values()
+        .flat_map(|u| {
+            u.storage.iter().map(|a| {
+                vec![
+                    u.name.clone(),
+                    a.id.clone(),
+                    a.kind.clone(),
+                    format!("{} MiB", a.size >> 20),
+                    a.location.display().to_string(),
+                    a.stand_in.clone().unwrap_or_default(),
+                ]
+            })
+        })
+        .collect();
+    if !storage.is_empty() {
+        out.push('\n');
+        let mut rows = vec![["Unit", "Storage", "Type", "Size", "Location", "Note"]
+            .map(String::from)
+            .to_vec()];
+        rows.extend(storage);
+        out.push_str(&columns(&rows));
+    }
     if !rels.is_empty() {
         out.push('\n');
         let mut rows = vec![["Id", "Endpoints", "Interface", "Type"]

@@ -23,8 +23,7 @@ pub fn deploy(
     charm_dir: &Path,
     name: Option<String>,
     num_units: u32,
-    config_args: &[String],
-    env_args: &[String],
+    [config_args, env_args, storage_args]: &[Vec<String>; 3],
     juju_version: Option<String>,
     base: &str,
     resource_args: &[String],
@@ -52,6 +51,7 @@ pub fn deploy(
         .iter()
         .map(|e| split_kv(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
+    let storage = storage_directives(&meta, storage_args)?;
     let dir = &ctx.dir;
     let seed = ctx.seed.get();
     let version = dir.update(|m| {
@@ -69,6 +69,7 @@ pub fn deploy(
             charm: meta.clone(),
             env: env.into_iter().collect(),
             base: base.clone(),
+            storage_directives: storage,
             ..Default::default()
         };
         config::apply(&mut app, &settings, &[])?;
@@ -78,7 +79,7 @@ pub fn deploy(
         for ep in meta.peers.keys() {
             add_peer_relation(m, &app_name, &meta, ep);
         }
-        add_units(m, dir, &app_name, num_units)?;
+        add_units(m, dir, &app_name, num_units, None)?;
         Ok(m.juju_version.clone())
     })?;
     tools::install_links(dir, &version)?;
@@ -111,6 +112,30 @@ pub fn add_peer_relation(m: &mut Model, app: &str, meta: &CharmMeta, ep: &str) -
         },
     );
     id
+}
+
+/// `--storage name=size` checked against the charm's declared storage.
+fn storage_directives(
+    meta: &crate::sim::model::CharmMeta,
+    args: &[String],
+) -> Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for raw in args {
+        let (name, size) = crate::sim::storage::parse_directive(raw)?;
+        if !meta.storage.contains(&name) {
+            bail!(
+                "--storage {raw:?}: charm {:?} declares no storage {name:?}",
+                meta.name
+            );
+        }
+        if let Some(min) = meta.storage_specs.get(&name).and_then(|s| s.minimum_size) {
+            if size < min {
+                bail!("--storage {raw:?}: {name} needs at least {} MiB", min >> 20);
+            }
+        }
+        out.insert(name, size);
+    }
+    Ok(out)
 }
 
 fn valid_app_name(name: &str) -> bool {
@@ -151,7 +176,13 @@ pub fn store_charm(
 
 /// Creates `n` units of `app` and queues their deploy hooks; the first unit
 /// of an application without a leader becomes its leader.
-pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec<String>> {
+pub fn add_units(
+    m: &mut Model,
+    dir: &ModelDir,
+    app: &str,
+    n: u32,
+    storage: Option<&std::collections::BTreeMap<String, u64>>,
+) -> Result<Vec<String>> {
     let mut added = Vec::new();
     for _ in 0..n {
         let a = m.app_mut(app)?;
@@ -186,8 +217,25 @@ pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec
         m.next_machine += 1;
         charmdir::copy_tree(&charm, &unit.charm_dir())?;
         std::fs::create_dir_all(unit.root())?;
-        for s in &m.app(app)?.charm.storage {
-            std::fs::create_dir_all(crate::sim::hookenv::storage_dir(&unit.dir, s))?;
+        let mut unit = unit;
+        let a = m.app(app)?;
+        let sizes = storage.unwrap_or(&a.storage_directives);
+        for s in &a.charm.storage {
+            let spec = a.charm.storage_specs.get(s).cloned().unwrap_or_default();
+            // A storage with a minimum count of 0 gets an instance only when asked.
+            let Some(size) = sizes
+                .get(s)
+                .copied()
+                .or((spec.count_min > 0).then_some(spec.minimum_size.unwrap_or(1 << 30)))
+            else {
+                continue;
+            };
+            let id = crate::sim::hookenv::storage_id(s, unit.machine);
+            let att = crate::sim::storage::attach(&dir.root, &unit.dir, &id, s, &spec, size)?;
+            if let Some(why) = &att.stand_in {
+                eprintln!("jujusim: {name}: storage {id}: {why}");
+            }
+            unit.storage.push(att);
         }
         m.units.insert(name.clone(), unit);
         let a = m.app_mut(app)?;
@@ -202,11 +250,16 @@ pub fn add_units(m: &mut Model, dir: &ModelDir, app: &str, n: u32) -> Result<Vec
     Ok(added)
 }
 
-pub fn add_unit(ctx: &Ctx, app: Option<&str>, n: u32) -> Result<u8> {
+pub fn add_unit(ctx: &Ctx, app: Option<&str>, n: u32, storage_args: &[String]) -> Result<u8> {
     let dir = &ctx.dir;
     let added = dir.update(|m| {
         let app = m.default_app(app)?;
-        add_units(m, dir, &app, n)
+        let given = if storage_args.is_empty() {
+            None
+        } else {
+            Some(storage_directives(&m.app(&app)?.charm, storage_args)?)
+        };
+        add_units(m, dir, &app, n, given.as_ref())
     })?;
     ctx.progress.note(&format!("added {}", added.join(", ")));
     ctx.settle()

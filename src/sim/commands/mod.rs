@@ -118,18 +118,25 @@ pub fn run(cli: Cli) -> Result<u8> {
             juju_version,
             base,
             resources,
+            storage,
         } => deploy::deploy(
             &ctx,
             &charm_dir,
             name,
             num_units,
-            &config,
-            &env,
+            &[config, env, storage],
             juju_version,
             &base,
             &resources,
         ),
-        Command::AddUnit { app, num_units } => deploy::add_unit(&ctx, app.as_deref(), num_units),
+        Command::AddUnit {
+            app,
+            num_units,
+            storage,
+        } => deploy::add_unit(&ctx, app.as_deref(), num_units, &storage),
+        Command::DetachStorage { unit, storage_id } => {
+            remove::detach_storage(&ctx, &unit, &storage_id)
+        }
         Command::RemoveUnit { unit, force } => remove::remove_unit(&ctx, &unit, force),
         Command::Config {
             args,

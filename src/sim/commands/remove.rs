@@ -25,10 +25,35 @@ pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
     ctx.settle()
 }
 
+/// `detach-storage`: the unit runs `<name>-storage-detaching`; once that
+/// succeeded the instance is released (see the scheduler's after-effects).
+pub fn detach_storage(ctx: &Ctx, unit: &str, storage_id: &str) -> Result<u8> {
+    ctx.dir.update(|m| {
+        let u = m.unit_mut(unit)?;
+        let Some(a) = u.storage.iter().find(|a| a.id == storage_id) else {
+            bail!("{unit} has no storage {storage_id:?}");
+        };
+        let ev = crate::sim::model::Event::storage(
+            crate::sim::model::HookKind::StorageDetaching,
+            &a.name.clone(),
+        );
+        if u.queue.contains(&ev) {
+            bail!("{storage_id} is already detaching");
+        }
+        u.queue.push_back(ev);
+        Ok(())
+    })?;
+    ctx.settle()
+}
+
 /// Stops every workload of the model, then forgets its applications.
 pub fn destroy(ctx: &Ctx) -> Result<u8> {
     let stopped = procs::stop(&Target::whole_model(&ctx.dir.root), ctx.opts.kill_grace);
     ctx.dir.update(|m| {
+        // After the workloads stopped, so nothing holds their mounts busy.
+        for u in m.units.values_mut() {
+            crate::sim::storage::release_all(u);
+        }
         m.destroyed = true;
         m.applications.clear();
         m.units.clear();

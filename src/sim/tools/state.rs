@@ -54,18 +54,22 @@ pub fn state_delete(call: &mut Call, argv: &[String]) -> Result<String> {
     Ok(String::new())
 }
 
-/// The unit's storage instances: (id, name, location).
-fn storage_of(call: &Call) -> Result<Vec<(String, String, String)>> {
+/// The unit's storage instances: (id, name, location, kind).
+fn storage_of(call: &Call) -> Result<Vec<(String, String, String, String)>> {
     let u = call.model.unit(&call.unit)?;
-    let names = &call.model.app(call.app())?.charm.storage;
-    Ok(names
+    Ok(u.storage
         .iter()
-        .map(|n| {
-            let dir = crate::sim::hookenv::storage_dir(&u.dir, n);
+        .map(|a| {
+            let kind = if a.kind == "block" {
+                "block"
+            } else {
+                "filesystem"
+            };
             (
-                crate::sim::hookenv::storage_id(n, u.machine),
-                n.clone(),
-                dir.display().to_string(),
+                a.id.clone(),
+                a.name.clone(),
+                a.location.display().to_string(),
+                kind.to_string(),
             )
         })
         .collect())
@@ -76,8 +80,8 @@ pub fn storage_list(call: &mut Call, argv: &[String]) -> Result<String> {
     let filter = p.positional.first();
     let ids: Vec<Value> = storage_of(call)?
         .into_iter()
-        .filter(|(_, name, _)| filter.is_none_or(|f| f == name))
-        .map(|(id, _, _)| Value::String(id))
+        .filter(|(_, name, _, _)| filter.is_none_or(|f| f == name))
+        .map(|(id, _, _, _)| Value::String(id))
         .collect();
     render(&Value::Array(ids), p.format())
 }
@@ -92,10 +96,11 @@ pub fn storage_get(call: &mut Call, argv: &[String]) -> Result<String> {
         Some(id) => id,
         None => return Err(usage("no storage instance specified")),
     };
-    let Some((_, _, location)) = storage_of(call)?.into_iter().find(|(i, _, _)| *i == id) else {
+    let Some((_, _, location, kind)) = storage_of(call)?.into_iter().find(|(i, ..)| *i == id)
+    else {
         bail!("storage {id:?} not found");
     };
-    let all = json!({"kind": "filesystem", "location": location});
+    let all = json!({"kind": kind, "location": location});
     let v = match p.positional.as_slice() {
         [] => all,
         [key] => all.get(key).cloned().unwrap_or(Value::Null),
