@@ -16,27 +16,8 @@ use std::time::Duration;
 
 const KEYS: usize = 20;
 
-/// The packed charm declares the `data` storage as the Python charm did
-/// (the meta branch adds it to packaging/metadata.yaml; until then, here).
-fn declare_storage(charm: &Path) {
-    let meta = charm.join("metadata.yaml");
-    let text = std::fs::read_to_string(&meta).unwrap();
-    if text.contains("\nstorage:") {
-        return;
-    }
-    // The charm dir may link its files: write a real file in its place.
-    let _ = std::fs::remove_file(&meta);
-    std::fs::write(
-        &meta,
-        format!("{text}storage:\n  data:\n    type: block\n    multiple:\n      range: 0-1\n    minimum-size: 1G\n"),
-    )
-    .unwrap();
-}
-
 fn storage_model() -> Model {
-    let m = Model::new();
-    declare_storage(&m.charm);
-    m
+    Model::new()
 }
 
 fn volume(m: &Model, unit: &str) -> PathBuf {
@@ -264,7 +245,6 @@ fn a_device_with_an_unknown_signature_is_not_formatted() {
 fn a_unit_taken_over_with_its_data_on_the_volume_keeps_it_there() {
     let up = Upgrade::deploy(1, &[]);
     let u = "etcd/0";
-    declare_storage(&up.m.charm);
     let legacy = bootstrap_legacy(&up, KEYS, true);
     // The Python charm's layout: the volume at /media/etcd (a tmpfs here),
     // the member in /media/etcd/data, fstab's line, data-dir there.
