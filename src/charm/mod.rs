@@ -9,6 +9,7 @@ pub mod compat;
 pub mod config;
 pub mod dryrun;
 pub mod dryrun_refresh;
+pub mod endpoints;
 pub mod leader;
 pub mod lease;
 pub mod logging;
@@ -145,10 +146,19 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             } else {
                 healthy_peers(&o, &service)
             };
-            return Ok(final_status(&found, healthy));
+            return Ok(with_notes(final_status(&found, healthy), &p.notes));
         }
     }
     Ok(final_status(&found, None))
+}
+
+/// An active status carries what the plan noted (an endpoint waiting for
+/// TLS support); any other status says its own reason alone.
+fn with_notes((kind, msg): (StatusKind, String), notes: &[String]) -> (StatusKind, String) {
+    if kind != StatusKind::Active || notes.is_empty() {
+        return (kind, msg);
+    }
+    (kind, format!("{msg}; {}", notes.join("; ")))
 }
 
 /// N from the live member list, when this unit's member is a started voter.

@@ -19,7 +19,7 @@ use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
 use crate::service::{Backend, Service};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
@@ -69,6 +69,9 @@ pub struct Monitoring {
     /// The binary nrpe runs for our checks.
     pub check_binary: PathBuf,
     pub snap_backend: bool,
+    /// Every endpoint goal-state says has a relation (read once here; the
+    /// proxy and certificates endpoints use it too).
+    pub related: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,10 +218,12 @@ pub fn observe(
     }
     let mut ok = true;
     let goal = call(mode, &mut ok, unread, "goal-state", || tools.goal_state())?;
-    let related = |endpoint: &str| {
-        goal.as_ref()
-            .is_some_and(|g| g["relations"].get(endpoint).is_some())
-    };
+    m.related = goal
+        .as_ref()
+        .and_then(|g| g["relations"].as_object())
+        .map(|r| r.keys().cloned().collect())
+        .unwrap_or_default();
+    let related = |endpoint: &str| m.related.contains(endpoint);
     // The relation this hook is breaking is gone for us; in a departed hook
     // the remote unit has left our view (also when we are the one leaving).
     let (broken, departing) = match (&ctx.event, &ctx.relation) {

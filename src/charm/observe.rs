@@ -78,6 +78,8 @@ pub struct Observed {
     /// goal-state's units (name → status), read by the leader only when a
     /// started member matches no peer unit; None when not read.
     pub goal_units: Option<BTreeMap<String, String>>,
+    /// The proxy and certificates endpoints (endpoints.rs).
+    pub endpoints: super::endpoints::Endpoints,
     /// The `data` storage volume: fstab, mount, attached device.
     pub storage: crate::storage::StorageFacts,
 }
@@ -136,7 +138,7 @@ pub fn observe(
 
 /// A hook tool's answer, or in a dry run its stand-in (and a note of what
 /// could not be read).
-fn tolerate<T>(
+pub(super) fn tolerate<T>(
     mode: Mode,
     unread: &mut Vec<String>,
     what: &str,
@@ -365,6 +367,7 @@ pub fn observe_with(
         ctx.storage_location.as_deref(),
         (mode == Mode::Hook).then_some(tools),
     )?;
+    let monitoring = super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?;
     let observed = Observed {
         storage,
         event: ctx.event.clone(),
@@ -388,7 +391,8 @@ pub fn observe_with(
         active,
         local,
         cluster,
-        monitoring: super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?,
+        endpoints: super::endpoints::observe(ctx, tools, mode, u, &monitoring.related)?,
+        monitoring,
         fresh_token: super::token::generate(),
         leader_seen: is_leader.then_some(asked_leader),
         goal_units,

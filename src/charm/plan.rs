@@ -127,8 +127,9 @@ impl std::fmt::Display for Step {
                 let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
                 write!(f, "publish {} in this unit's peer databag", keys.join(", "))
             }
-            Step::PublishClient { relation, .. } => {
-                write!(f, "publish the connection string on {relation}")
+            Step::PublishClient { relation, data } => {
+                let keys: Vec<&str> = data.keys().map(|k| k.as_str()).collect();
+                write!(f, "publish {} on {relation}", keys.join(", "))
             }
             Step::WriteConfig { why, .. } => write!(f, "write etcd.conf.yml ({why})"),
             Step::StartEtcd => write!(f, "start etcd"),
@@ -177,6 +178,8 @@ pub struct Plan {
     /// What this plan writes commits only when the hook exits 0 (the
     /// bootstrap decision under Juju 4): end the hook after it, no next pass.
     pub commit_first: bool,
+    /// Said after "Healthy with N known peers" when the unit is active.
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -587,6 +590,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     }
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
         plan_clients(o, &c, &mut p);
+        super::endpoints::plan(o, &mut p);
     }
     // Ports and the version change only with these events or a (re)start;
     // each is a call to the Juju agent, so update-status does neither.

@@ -69,6 +69,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         fresh_token: Ok("FRESH0TOKEN00001".into()),
         leader_seen: None,
         goal_units: None,
+        endpoints: Default::default(),
     }
 }
 

@@ -1,0 +1,171 @@
+//! The Python charm's `proxy` and `certificates` endpoints, until this charm
+//! manages TLS: they exist so `juju refresh` keeps their relations, and they
+//! say what they wait for.
+//!
+//! - `proxy` (etcd-proxy): every unit publishes `cluster` (`name=peerURL,…`
+//!   of the started voters), as the Python charm did; `client_cert`,
+//!   `client_key` and `client_ca` follow once TLS is managed.
+//! - `certificates` (tls-certificates): while related, the active status
+//!   says that TLS from it is not applied yet and etcd serves plain http.
+//!
+//! Which endpoints have relations comes from the goal-state the monitoring
+//! endpoints read anyway, so these cost no call in a hook without them.
+
+use super::observe::{tolerate, Mode, Observed};
+use super::plan::{Plan, Step};
+use crate::context::HookContext;
+use crate::error::Result;
+use crate::hooktools::{Databag, HookTools};
+use std::collections::BTreeSet;
+
+pub const PROXY: &str = "proxy";
+pub const CERTIFICATES: &str = "certificates";
+
+/// What the active status adds while `certificates` is related.
+pub const TLS_PENDING: &str =
+    "certificates related: this revision does not apply TLS yet, etcd serves plain http";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Each `proxy` relation and this unit's databag in it.
+    pub proxies: Vec<(String, Databag)>,
+    pub certificates: bool,
+}
+
+/// Reads the proxy relations' own databags, only where goal-state says
+/// there are relations on those endpoints.
+pub fn observe(
+    ctx: &HookContext,
+    tools: &HookTools,
+    mode: Mode,
+    unread: &mut Vec<String>,
+    related: &BTreeSet<String>,
+) -> Result<Endpoints> {
+    let mut e = Endpoints {
+        certificates: related.contains(CERTIFICATES),
+        ..Default::default()
+    };
+    if !related.contains(PROXY) {
+        return Ok(e);
+    }
+    let ids = tolerate(
+        mode,
+        unread,
+        "the proxy relations (relation-ids proxy)",
+        || tools.relation_ids(PROXY),
+        Vec::new,
+    )?;
+    for id in ids {
+        let bag = tolerate(
+            mode,
+            unread,
+            &format!("this unit's databag in {id} (relation-get)"),
+            || tools.relation_get(&id, &ctx.unit_name),
+            Databag::new,
+        )?;
+        e.proxies.push((id, bag));
+    }
+    Ok(e)
+}
+
+/// `cluster` on every proxy relation where it changed; the TLS note.
+pub fn plan(o: &Observed, p: &mut Plan) {
+    if o.endpoints.certificates {
+        p.notes.push(TLS_PENDING.into());
+    }
+    let Some(view) = o.cluster.as_ref().filter(|v| v.status.leader != 0) else {
+        return;
+    };
+    let cluster = view.cluster_string(false);
+    if cluster.is_empty() {
+        return;
+    }
+    for (rel, have) in &o.endpoints.proxies {
+        if have.get("cluster") != Some(&cluster) {
+            let mut data = Databag::new();
+            data.insert("cluster".into(), cluster.clone());
+            p.steps.push(Step::PublishClient {
+                relation: rel.clone(),
+                data,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::charm::plan_tests::fresh;
+    use crate::etcd::{ClusterView, Member, MemberStatus};
+
+    fn view() -> ClusterView {
+        let m = |id, name: &str, ip: &str| Member {
+            id,
+            name: name.into(),
+            peer_urls: vec![format!("http://{ip}:2380")],
+            client_urls: vec![format!("http://{ip}:2379")],
+            is_learner: false,
+        };
+        ClusterView {
+            endpoint: "http://10.0.0.1:2379".into(),
+            status: MemberStatus {
+                member_id: 1,
+                cluster_id: 9,
+                leader: 1,
+                version: "3.4.23".into(),
+                raft_index: 1,
+                is_learner: false,
+                errors: vec![],
+            },
+            members: vec![m(1, "etcd0", "10.0.0.1"), m(2, "etcd1", "10.0.0.2")],
+        }
+    }
+
+    #[test]
+    fn proxy_gets_the_started_voters_and_only_when_it_changed() {
+        let mut o = fresh(false);
+        o.cluster = Some(view());
+        o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        let want = "etcd0=http://10.0.0.1:2380,etcd1=http://10.0.0.2:2380";
+        assert_eq!(
+            p.steps,
+            vec![Step::PublishClient {
+                relation: "proxy:7".into(),
+                data: [("cluster".to_string(), want.to_string())].into(),
+            }]
+        );
+        o.endpoints.proxies[0]
+            .1
+            .insert("cluster".into(), want.into());
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+    }
+
+    #[test]
+    fn nothing_is_published_without_a_cluster_with_a_leader() {
+        let mut o = fresh(false);
+        o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert!(p.steps.is_empty());
+        let mut v = view();
+        v.status.leader = 0;
+        o.cluster = Some(v);
+        plan(&o, &mut p);
+        assert!(p.steps.is_empty());
+    }
+
+    #[test]
+    fn certificates_related_adds_the_tls_note() {
+        let mut o = fresh(false);
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert!(p.notes.is_empty());
+        o.endpoints.certificates = true;
+        plan(&o, &mut p);
+        assert_eq!(p.notes, vec![TLS_PENDING.to_string()]);
+    }
+}
