@@ -14,6 +14,29 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
+/// A copy in progress, in the canonical data dir: never trusted.
+pub const INCOMING: &str = "member.incoming";
+/// A copy whose sizes and WAL IDs matched its source.
+pub const VERIFIED: &str = "member.verified";
+/// `ETCD_CHARM_MIGRATE=copy` forces the copy path (tests on one file system).
+pub const FORCE_ENV: &str = "ETCD_CHARM_MIGRATE";
+
+/// `<stamp>-migrate-<name>-<member id hex>`.
+pub fn snapshot_name(stamp: &str, member_name: &str, member_id: u64) -> String {
+    format!("{stamp}-migrate-{member_name}-{member_id:x}")
+}
+
+/// The member ID of a complete snapshot dir of `member_name`'s, else None.
+pub fn parse_snapshot_name(dir_name: &str, member_name: &str) -> Option<u64> {
+    let marker = format!("-migrate-{member_name}-");
+    let at = dir_name.rfind(&marker)?;
+    let hex = &dir_name[at + marker.len()..];
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
 /// An etcd.conf.yml as found: every key optional, empty values as None.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FoundConfig {
@@ -464,7 +487,7 @@ fn migration_facts(paths: &Paths, member_name: &str) -> MigrationFacts {
     if let Ok(entries) = std::fs::read_dir(paths.backup_dir()) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(member_id) = crate::migrate::parse_snapshot_name(&name, member_name) {
+            if let Some(member_id) = parse_snapshot_name(&name, member_name) {
                 snapshots.push(Snapshot {
                     newest_change: newest_change(&e.path()),
                     path: e.path(),
@@ -475,10 +498,10 @@ fn migration_facts(paths: &Paths, member_name: &str) -> MigrationFacts {
     }
     snapshots.sort_by(|a, b| a.path.cmp(&b.path));
     MigrationFacts {
-        incoming: staged(data.join(crate::migrate::INCOMING)),
-        verified: staged(data.join(crate::migrate::VERIFIED)),
+        incoming: staged(data.join(INCOMING)),
+        verified: staged(data.join(VERIFIED)),
         snapshots,
-        force_copy: std::env::var(crate::migrate::FORCE_ENV).is_ok_and(|v| v == "copy"),
+        force_copy: std::env::var(FORCE_ENV).is_ok_and(|v| v == "copy"),
         space: None,
     }
 }
@@ -544,7 +567,7 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
         others.push(data_dir(normalize(&paths.legacy_data_dir(name))));
     }
     // A migration's copy waiting to be put in place is this member too.
-    for staged in [crate::migrate::INCOMING, crate::migrate::VERIFIED] {
+    for staged in [INCOMING, VERIFIED] {
         let dir = paths.data_dir().join(staged);
         others.push((dir.clone(), dir.join("wal")));
     }

@@ -66,12 +66,9 @@ pub use plan::plan_migration;
 use crate::wal::WalIds;
 use std::path::{Path, PathBuf};
 
-/// A copy in progress, in the canonical data dir: never trusted.
-pub const INCOMING: &str = "member.incoming";
-/// A copy whose sizes and WAL IDs matched its source.
-pub const VERIFIED: &str = "member.verified";
-/// `ETCD_CHARM_MIGRATE=copy` forces the copy path (tests on one file system).
-pub const FORCE_ENV: &str = "ETCD_CHARM_MIGRATE";
+// The names a migration leaves on disk belong to the layout (floor 2), which
+// reads them back; the migration (floor 3) only writes them.
+pub use crate::layout::{parse_snapshot_name, snapshot_name, FORCE_ENV, INCOMING, VERIFIED};
 
 /// Why something is set aside; the suffix of its new name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,22 +243,6 @@ pub enum Migration {
         stop_etcd: bool,
         steps: Vec<MigrationStep>,
     },
-}
-
-/// `<stamp>-migrate-<name>-<member id hex>`.
-pub fn snapshot_name(stamp: &str, member_name: &str, member_id: u64) -> String {
-    format!("{stamp}-migrate-{member_name}-{member_id:x}")
-}
-
-/// The member ID of a complete snapshot dir of `member_name`'s, else None.
-pub fn parse_snapshot_name(dir_name: &str, member_name: &str) -> Option<u64> {
-    let marker = format!("-migrate-{member_name}-");
-    let at = dir_name.rfind(&marker)?;
-    let hex = &dir_name[at + marker.len()..];
-    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
 }
 
 fn aside_base(path: &Path, kind: Aside) -> String {
