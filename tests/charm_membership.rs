@@ -3,8 +3,10 @@
 //! WAL comes back under a new ID, never as its old voter.
 
 mod charm_support;
+mod writer_support;
 use charm_support::*;
 use std::time::Duration;
+use writer_support::Writer;
 
 fn names(endpoint: &str) -> Vec<String> {
     members(endpoint).into_iter().map(|x| x.1).collect()
@@ -85,6 +87,10 @@ fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
     let victim = "etcd/2";
     assert_ne!(m.leader(), victim);
     let old = m.wal_ids(victim);
+    // Writes go on all the while (to any member that answers): the rejoin
+    // under a new ID must not cost the cluster an acknowledged write.
+    let eps: Vec<String> = m.units().iter().map(|u| m.endpoint(u)).collect();
+    let w = Writer::start(&eps);
     // Behind the charm's back: etcd dies and its WAL goes (snap/db stays).
     m.kill_etcd(victim);
     let data = m.data_dir(victim);
@@ -111,6 +117,10 @@ fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
     m.ok(&["reboot", victim]);
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
+    let r = w.finish(Duration::from_secs(20));
+    r.print("a member that lost its WAL rejoins under a new ID");
+    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
+    assert!(r.acked > 0, "the writer never got a write through");
     let new = m.wal_ids(victim);
     assert_ne!(new.member_id, old.member_id, "a new member ID");
     assert_eq!(new.cluster_id, old.cluster_id);
