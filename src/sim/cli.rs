@@ -68,6 +68,8 @@ pub enum Command {
         /// Upload a file resource the charm declares (repeatable)
         #[arg(long = "resource", value_name = "NAME=PATH")]
         resources: Vec<String>,
+        #[command(flatten)]
+        machines: MachineArgs,
     },
     /// Add units to an application
     AddUnit {
@@ -162,4 +164,19 @@ pub enum Command {
     },
     /// Stop every workload the model started and remove its units
     Destroy,
+}
+
+/// How `deploy` makes the application's machines.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MachineArgs {
+    /// `systemd`: each machine is a PID + mount namespace booting the host's
+    /// systemd (needs root); `direct` [default]: hooks run on the host
+    #[arg(long = "machines", value_name = "MODE", default_value = "direct")]
+    pub machines: String,
+    /// Bind SRC onto DST inside each systemd machine; `{unit}`/`{unit_root}` expanded (repeatable)
+    #[arg(long = "machine-bind", value_name = "SRC:DST")]
+    pub binds: Vec<String>,
+    /// Variable set over `--env` for hooks on systemd machines only (repeatable)
+    #[arg(long = "systemd-env", value_name = "K=V")]
+    pub systemd_env: Vec<String>,
 }

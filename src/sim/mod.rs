@@ -16,6 +16,7 @@
 //! - `runner`    — running one process: clean env, timeout, captured output.
 //! - `invoke`    — opening, running and closing one hook/action/exec context.
 //! - `scheduler` — units concurrently (seeded start order), retries, errors.
+//! - `machine`   — systemd machines: namespaces booting the host's systemd.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
 //! - `resources` — `--resource` uploads and their stored copies.
@@ -33,6 +34,7 @@ mod events;
 mod hookenv;
 mod identity;
 mod invoke;
+mod machine;
 mod model;
 mod prng;
 mod procs;

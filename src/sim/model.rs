@@ -58,6 +58,15 @@ pub struct Application {
     /// Resource name → the model's stored copy of what `--resource` gave.
     #[serde(default)]
     pub resources: BTreeMap<String, PathBuf>,
+    /// `deploy --machines`: `systemd` (see `machine`) or the direct mode.
+    #[serde(default)]
+    pub machines: String,
+    /// `--machine-bind SRC:DST`, `{unit}`/`{unit_root}` unexpanded.
+    #[serde(default)]
+    pub machine_binds: Vec<String>,
+    /// `--systemd-env K=V`: on systemd machines, set over `env`.
+    #[serde(default)]
+    pub systemd_env: BTreeMap<String, String>,
 }
 
 /// The base `deploy` gives machines when `--base` is not passed (jammy).
@@ -184,6 +193,10 @@ pub struct Unit {
     /// Its machine's base (`ubuntu@22.04`), the application's at creation.
     #[serde(default = "default_base")]
     pub base: String,
+    /// How its machine runs: `systemd`, `direct`, or `direct (why not systemd)`;
+    /// empty until it is provisioned.
+    #[serde(default)]
+    pub machine_mode: String,
 }
 
 /// The message Juju shows while a unit installs, until the charm sets one.

@@ -100,6 +100,8 @@ pub fn to_json(m: &Model) -> Value {
                     "workload-version": unit.version,
                     "queued-hooks": unit.queue.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
                     "unit-dir": unit.dir,
+                    "machine-mode": unit.machine_mode,
+                    "machine-pid": crate::sim::machine::running(&unit.dir),
                 }),
             );
         }
@@ -197,7 +199,10 @@ pub fn table(m: &Model) -> String {
                 format!("{u}{star}"),
                 w.current,
                 agent_text(unit).0.to_string(),
-                unit.machine.to_string(),
+                match unit.machine_mode.as_str() {
+                    "" | "direct" => unit.machine.to_string(),
+                    mode => format!("{} ({mode})", unit.machine),
+                },
                 unit.address.clone(),
                 ports.join(","),
                 w.message,

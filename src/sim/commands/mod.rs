@@ -118,6 +118,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             juju_version,
             base,
             resources,
+            machines,
         } => deploy::deploy(
             &ctx,
             &charm_dir,
@@ -128,6 +129,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             juju_version,
             &base,
             &resources,
+            &machines,
         ),
         Command::AddUnit { app, num_units } => deploy::add_unit(&ctx, app.as_deref(), num_units),
         Command::RemoveUnit { unit, force } => remove::remove_unit(&ctx, &unit, force),

@@ -3,6 +3,7 @@
 use super::Ctx;
 use crate::sim::error::{bail, Result};
 use crate::sim::events;
+use crate::sim::machine;
 use crate::sim::model::{Agent, Life};
 use crate::sim::procs::{self, Target};
 
@@ -27,6 +28,7 @@ pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
 
 /// Stops every workload of the model, then forgets its applications.
 pub fn destroy(ctx: &Ctx) -> Result<u8> {
+    let machines = machine::stop_all(&ctx.dir.root);
     let stopped = procs::stop(&Target::whole_model(&ctx.dir.root), ctx.opts.kill_grace);
     ctx.dir.update(|m| {
         m.destroyed = true;
@@ -37,7 +39,7 @@ pub fn destroy(ctx: &Ctx) -> Result<u8> {
         Ok(())
     })?;
     eprintln!(
-        "destroyed model {} ({stopped} processes stopped)",
+        "destroyed model {} ({stopped} processes, {machines} systemd machines stopped)",
         ctx.dir.root.display()
     );
     Ok(0)
