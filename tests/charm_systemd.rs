@@ -436,3 +436,49 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     assert_eq!(wal_all(&m), ids, "member IDs changed in the start hooks");
     assert_eq!(live_ids(&m), wal_hex(&ids));
 }
+
+/// Where no systemd machine can be made, jujusim says why (output and
+/// status) and runs the unit in the direct mode: here the charm's direct
+/// backend under the unit's root, as `--env` asks outside systemd machines.
+#[test]
+fn without_systemd_the_unit_falls_back_to_the_direct_mode_and_says_why() {
+    let m = Model::new();
+    let standin = format!("{}:/usr/local/sbin", standin_dir());
+    let charm = m.charm.to_str().unwrap().to_string();
+    let out = m
+        .command(&[
+            "deploy",
+            &charm,
+            "--config",
+            "bind_to_all_interfaces=false",
+            "--env",
+            "ETCD_CHARM_SERVICE=direct",
+            "--env",
+            "ETCD_CHARM_ROOT={unit_root}",
+            "--machines",
+            "systemd",
+            "--machine-bind",
+            &standin,
+            "--systemd-env",
+            "ETCD_CHARM_SERVICE=snap",
+            "--systemd-env",
+            "ETCD_CHARM_ROOT=/",
+        ])
+        .env("JUJUSIM_SYSTEMD", "/nonexistent/systemd")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("etcd/0: direct (no systemd machine: no /nonexistent/systemd)"),
+        "{stderr}"
+    );
+    let u = m.unit("etcd/0");
+    assert_eq!(
+        u["machine-mode"],
+        "direct (no systemd machine: no /nonexistent/systemd)"
+    );
+    assert_eq!(u["machine-pid"], serde_json::Value::Null);
+    m.assert_all_healthy(1);
+    assert!(m.data_dir("etcd/0").join("member/wal").is_dir());
+}

@@ -166,13 +166,25 @@ pub enum Command {
     Destroy,
 }
 
+impl MachineArgs {
+    /// `--machines`, else `JUJUSIM_MACHINES` (a model-wide default), else direct.
+    pub fn mode(&self) -> String {
+        self.machines
+            .clone()
+            .or_else(|| std::env::var("JUJUSIM_MACHINES").ok())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "direct".into())
+    }
+}
+
 /// How `deploy` makes the application's machines.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct MachineArgs {
     /// `systemd`: each machine is a PID + mount namespace booting the host's
-    /// systemd (needs root); `direct` [default]: hooks run on the host
-    #[arg(long = "machines", value_name = "MODE", default_value = "direct")]
-    pub machines: String,
+    /// systemd (needs root; falls back to direct, saying why, where it cannot);
+    /// `direct`: hooks run on the host [default: $JUJUSIM_MACHINES, else direct]
+    #[arg(long = "machines", value_name = "MODE")]
+    pub machines: Option<String>,
     /// Bind SRC onto DST inside each systemd machine; `{unit}`/`{unit_root}` expanded (repeatable)
     #[arg(long = "machine-bind", value_name = "SRC:DST")]
     pub binds: Vec<String>,

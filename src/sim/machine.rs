@@ -23,6 +23,15 @@ use std::time::{Duration, Instant};
 
 pub const SYSTEMD: &str = "/lib/systemd/systemd";
 
+/// The systemd a machine boots: `JUJUSIM_SYSTEMD` when set (tests point it
+/// at a missing file to see the fallback), else the host's.
+fn systemd_bin() -> String {
+    std::env::var("JUJUSIM_SYSTEMD")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| SYSTEMD.to_string())
+}
+
 /// `--machines systemd`; anything else (or nothing) is the direct mode.
 pub const SYSTEMD_MODE: &str = "systemd";
 
@@ -68,13 +77,14 @@ printf '%s\n' "$MACHINE_BINDS" | while IFS= read -r b; do
     [ -z "$b" ] || mount --bind "${b%%:*}" "${b#*:}"
 done
 unset MACHINE_BINDS
+systemd=$MACHINE_SYSTEMD; unset MACHINE_SYSTEMD
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/systemd/system
 for u in $masks; do ln -sf /dev/null "/run/systemd/system/$u"; done
 for u in systemd-tmpfiles-setup.service systemd-tmpfiles-clean.service; do
     [ "$(readlink "/run/systemd/system/$u")" = /dev/null ] || exit 97
 done
-exec /lib/systemd/systemd --system --unit=multi-user.target
+exec "$systemd" --system --unit=multi-user.target
 "#;
 
 /// The directories every machine keeps for itself, under the unit's root.
@@ -96,8 +106,9 @@ pub fn unavailable() -> Option<String> {
     if !effective_root() {
         return Some("not root (namespaces and mounts need it)".into());
     }
-    if !Path::new(SYSTEMD).is_file() {
-        return Some(format!("no {SYSTEMD}"));
+    let systemd = systemd_bin();
+    if !Path::new(&systemd).is_file() {
+        return Some(format!("no {systemd}"));
     }
     for tool in ["unshare", "nsenter", "mount"] {
         let found = Command::new(tool)
@@ -245,6 +256,7 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
     .arg(MASKS.join(" "))
     .env_clear()
     .env("MACHINE_BINDS", binds.join("\n"))
+    .env("MACHINE_SYSTEMD", systemd_bin())
     .env(
         "PATH",
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

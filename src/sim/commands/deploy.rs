@@ -60,8 +60,9 @@ pub fn deploy(
         .iter()
         .map(|e| split_kv(e, "--systemd-env"))
         .collect::<Result<Vec<_>>>()?;
-    if machines.machines != "direct" && machines.machines != machine::SYSTEMD_MODE {
-        bail!("--machines {:?}: direct or systemd", machines.machines);
+    let mode = machines.mode();
+    if mode != "direct" && mode != machine::SYSTEMD_MODE {
+        bail!("--machines {mode:?}: direct or systemd");
     }
     let dir = &ctx.dir;
     let seed = ctx.seed.get();
@@ -80,7 +81,7 @@ pub fn deploy(
             charm: meta.clone(),
             env: env.into_iter().collect(),
             base: base.clone(),
-            machines: machines.machines.clone(),
+            machines: mode.clone(),
             machine_binds: machines.binds.clone(),
             systemd_env: systemd_env.into_iter().collect(),
             ..Default::default()
