@@ -39,8 +39,13 @@ pub fn destroy(ctx: &Ctx) -> Result<u8> {
         Ok(())
     })?;
     eprintln!(
-        "destroyed model {} ({stopped} processes, {machines} systemd machines stopped)",
-        ctx.dir.root.display()
+        "destroyed model {} ({stopped} processes stopped{})",
+        ctx.dir.root.display(),
+        if machines > 0 {
+            format!(", {machines} systemd machines")
+        } else {
+            String::new()
+        }
     );
     Ok(0)
 }
