@@ -177,6 +177,16 @@ fn three_units_reach_active_on_systemd_machines_with_the_snap() {
         );
     }
     assert_eq!(live_ids(&m), wal_hex(&wal_all(&m)));
+    // `jujusim exec` runs inside the machine, with the systemd env.
+    let seen = m.ok(&[
+        "exec",
+        "etcd/0",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/1/comm; echo $ETCD_CHARM_ROOT $ETCD_CHARM_SERVICE",
+    ]);
+    assert_eq!(seen.trim(), "systemd\n/ snap", "{seen}");
     // The boot masks held: nothing in a machine may empty the shared /tmp.
     for u in m.units() {
         let mask = inside_text(
