@@ -440,6 +440,16 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     assert_eq!(live_ids(&m), wal_hex(&ids));
     assert_keys(&m.endpoint("etcd/0"), "before-reboot", 10);
 
+    // The machine's journal kept the previous boot's etcd (persistent, as on
+    // a VM; the boot id is the host's, so both boots read as one).
+    let journal = inside_text(
+        &m,
+        "etcd/0",
+        &["journalctl", "-u", "snap.etcd.etcd", "--no-pager"],
+    );
+    let starts = journal.matches("Started snap.etcd.etcd.service").count();
+    assert!(starts >= 2, "{starts} starts in the journal:\n{journal}");
+
     // Then Juju's start hooks.
     m.ok(&["settle"]);
     m.assert_all_healthy(3);

@@ -240,6 +240,12 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
                 .map_err(|e| BootError::Failed(format!("creating {d}: {e}")))?;
         }
     }
+    // A persistent journal, as on an Ubuntu VM (journald keeps it when the
+    // directory exists): the machine's own /var/log, bound from its root.
+    for b in binds.iter().filter(|b| b.ends_with(":/var/log")) {
+        let src = &b[..b.len() - ":/var/log".len()];
+        let _ = std::fs::create_dir_all(Path::new(src).join("journal"));
+    }
     let mut cmd = Command::new("unshare");
     cmd.args([
         "--fork",
