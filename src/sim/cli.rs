@@ -71,6 +71,8 @@ pub enum Command {
         /// NAME=SIZE (1G, 512M): one instance of a storage metadata.yaml declares, per unit (repeatable)
         #[arg(long = "storage", value_name = "NAME=SIZE")]
         storage: Vec<String>,
+        #[command(flatten)]
+        machines: MachineArgs,
     },
     /// Add units to an application
     AddUnit {
@@ -170,4 +172,31 @@ pub enum Command {
     },
     /// Stop every workload the model started and remove its units
     Destroy,
+}
+
+impl MachineArgs {
+    /// `--machines`, else `JUJUSIM_MACHINES` (a model-wide default), else direct.
+    pub fn mode(&self) -> String {
+        self.machines
+            .clone()
+            .or_else(|| std::env::var("JUJUSIM_MACHINES").ok())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "direct".into())
+    }
+}
+
+/// How `deploy` makes the application's machines.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MachineArgs {
+    /// `systemd`: each machine is a PID + mount namespace booting the host's
+    /// systemd (needs root; falls back to direct, saying why, where it cannot);
+    /// `direct`: hooks run on the host [default: $JUJUSIM_MACHINES, else direct]
+    #[arg(long = "machines", value_name = "MODE")]
+    pub machines: Option<String>,
+    /// Bind SRC onto DST inside each systemd machine; `{unit}`/`{unit_root}` expanded (repeatable)
+    #[arg(long = "machine-bind", value_name = "SRC:DST")]
+    pub binds: Vec<String>,
+    /// Variable set over `--env` for hooks on systemd machines only (repeatable)
+    #[arg(long = "systemd-env", value_name = "K=V")]
+    pub systemd_env: Vec<String>,
 }

@@ -125,6 +125,16 @@ pub fn build(
     for (k, v) in &app.env {
         env.push((k.clone(), expand(v, unit, &u.root())));
     }
+    if u.machine_mode == crate::sim::machine::SYSTEMD_MODE {
+        env.retain(|(k, _)| k != "PATH" && !app.systemd_env.contains_key(k));
+        env.push((
+            "PATH".into(),
+            crate::sim::machine::hook_path(&dir.tools_dir()),
+        ));
+        for (k, v) in &app.systemd_env {
+            env.push((k.clone(), expand(v, unit, &u.root())));
+        }
+    }
     env
 }
 

@@ -4,6 +4,7 @@
 use crate::sim::commit;
 use crate::sim::error::Result;
 use crate::sim::hookenv::{self, Work};
+use crate::sim::machine;
 use crate::sim::model::{Context, Model};
 use crate::sim::runner::{self, Capture, Outcome, Spawn};
 use crate::sim::store::ModelDir;
@@ -17,6 +18,8 @@ pub struct Opened {
     pub env: Vec<(String, String)>,
     pub charm_dir: PathBuf,
     pub unit_dir: PathBuf,
+    /// Set on a systemd machine: the work runs inside it.
+    pub systemd: bool,
 }
 
 /// Registers a context for `unit` (under the caller's lock).
@@ -47,6 +50,7 @@ pub fn open(model: &mut Model, dir: &ModelDir, unit: &str, work: &Work, dry_run:
         env,
         charm_dir: u.charm_dir(),
         unit_dir: u.dir.clone(),
+        systemd: u.machine_mode == machine::SYSTEMD_MODE,
     }
 }
 
@@ -77,15 +81,34 @@ pub fn run_charm(
             duration: Duration::ZERO,
         });
     };
-    runner::run(&Spawn {
-        program,
-        args: Vec::new(),
-        cwd: opened.charm_dir.clone(),
-        env: opened.env.clone(),
-        timeout,
-        capture,
-        still_running,
-    })
+    run_in(
+        opened,
+        Spawn {
+            program,
+            args: Vec::new(),
+            cwd: opened.charm_dir.clone(),
+            env: opened.env.clone(),
+            timeout,
+            capture,
+            still_running,
+        },
+    )
+}
+
+/// Runs `spawn` where the unit's work runs: on the host, or inside its
+/// systemd machine (which must be up: a stopped machine fails the work).
+pub fn run_in(opened: &Opened, spawn: Spawn) -> Result<Outcome> {
+    if !opened.systemd {
+        return runner::run(&spawn);
+    }
+    match machine::running(&opened.unit_dir) {
+        Some(pid) => runner::run(&machine::wrap(pid, spawn)),
+        None => crate::sim::error::bail!(
+            "{}: its systemd machine is not running (see `jujusim reboot {}`)",
+            opened.unit,
+            opened.unit
+        ),
+    }
 }
 
 /// Where a unit's last hook output goes.

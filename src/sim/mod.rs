@@ -17,6 +17,7 @@
 //! - `invoke`    — opening, running and closing one hook/action/exec context.
 //! - `scheduler` — units concurrently (seeded start order), retries, errors.
 //! - `storage`   — storage instances: directories, or loop devices for block storage.
+//! - `machine`   — systemd machines: namespaces booting the host's systemd.
 //! - `procs`     — finding and stopping a unit's or model's workloads.
 //! - `prng`      — the seeded generator.
 //! - `resources` — `--resource` uploads and their stored copies.
@@ -34,6 +35,7 @@ mod events;
 mod hookenv;
 mod identity;
 mod invoke;
+mod machine;
 mod model;
 mod prng;
 mod procs;

@@ -61,6 +61,15 @@ pub struct Application {
     /// `--storage name=size` given at deploy: new units get the same.
     #[serde(default)]
     pub storage_directives: BTreeMap<String, u64>,
+    /// `deploy --machines`: `systemd` (see `machine`) or the direct mode.
+    #[serde(default)]
+    pub machines: String,
+    /// `--machine-bind SRC:DST`, `{unit}`/`{unit_root}` unexpanded.
+    #[serde(default)]
+    pub machine_binds: Vec<String>,
+    /// `--systemd-env K=V`: on systemd machines, set over `env`.
+    #[serde(default)]
+    pub systemd_env: BTreeMap<String, String>,
 }
 
 /// The base `deploy` gives machines when `--base` is not passed (jammy).
@@ -193,6 +202,10 @@ pub struct Unit {
     /// Storage instances attached to the unit.
     #[serde(default)]
     pub storage: Vec<crate::sim::storage::Attachment>,
+    /// How its machine runs: `systemd`, `direct`, or `direct (why not systemd)`;
+    /// empty until it is provisioned.
+    #[serde(default)]
+    pub machine_mode: String,
 }
 
 /// The message Juju shows while a unit installs, until the charm sets one.

@@ -371,6 +371,11 @@ fn run_with_retries(
         };
         progress.line(&unit, &ev.name, &result, outcome.duration);
         if let Some(root) = removed {
+            if let Some(unit_dir) = root.parent() {
+                if crate::sim::machine::stop(unit_dir) {
+                    progress.note(&format!("{unit}: systemd machine stopped"));
+                }
+            }
             let n = procs::stop(&Target::unit(&dir.root, &root), opts.kill_grace);
             progress.note(&format!("{unit} removed ({n} processes stopped)"));
         }

@@ -104,6 +104,8 @@ pub fn to_json(m: &Model) -> Value {
                         "id": a.id, "kind": a.kind, "location": a.location, "size": a.size,
                         "loop-device": a.loop_device, "stand-in": a.stand_in,
                     })).collect::<Vec<_>>(),
+                    "machine-mode": unit.machine_mode,
+                    "machine-pid": crate::sim::machine::running(&unit.dir),
                 }),
             );
         }
@@ -201,7 +203,10 @@ pub fn table(m: &Model) -> String {
                 format!("{u}{star}"),
                 w.current,
                 agent_text(unit).0.to_string(),
-                unit.machine.to_string(),
+                match unit.machine_mode.as_str() {
+                    "" | "direct" => unit.machine.to_string(),
+                    mode => format!("{} ({mode})", unit.machine),
+                },
                 unit.address.clone(),
                 ports.join(","),
                 w.message,

@@ -4,10 +4,12 @@
 use super::{split_kv, Ctx};
 use crate::sim::charmdir;
 use crate::sim::charmspec;
+use crate::sim::cli::MachineArgs;
 use crate::sim::config;
 use crate::sim::error::{bail, Context as _, Result};
 use crate::sim::events;
 use crate::sim::identity;
+use crate::sim::machine;
 use crate::sim::model::{Application, CharmMeta, Endpoint, Model, Relation, Status, Unit};
 use crate::sim::resources;
 use crate::sim::store::{self, ModelDir};
@@ -27,6 +29,7 @@ pub fn deploy(
     juju_version: Option<String>,
     base: &str,
     resource_args: &[String],
+    machines: &MachineArgs,
 ) -> Result<u8> {
     let charm_dir = std::fs::canonicalize(charm_dir).ctx(charm_dir.display())?;
     let meta = charmdir::read_charm(&charm_dir)?;
@@ -52,6 +55,15 @@ pub fn deploy(
         .map(|e| split_kv(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
     let storage = storage_directives(&meta, storage_args)?;
+    let systemd_env = machines
+        .systemd_env
+        .iter()
+        .map(|e| split_kv(e, "--systemd-env"))
+        .collect::<Result<Vec<_>>>()?;
+    let mode = machines.mode();
+    if mode != "direct" && mode != machine::SYSTEMD_MODE {
+        bail!("--machines {mode:?}: direct or systemd");
+    }
     let dir = &ctx.dir;
     let seed = ctx.seed.get();
     let version = dir.update(|m| {
@@ -70,6 +82,9 @@ pub fn deploy(
             env: env.into_iter().collect(),
             base: base.clone(),
             storage_directives: storage,
+            machines: mode.clone(),
+            machine_binds: machines.binds.clone(),
+            systemd_env: systemd_env.into_iter().collect(),
             ..Default::default()
         };
         config::apply(&mut app, &settings, &[])?;
@@ -88,7 +103,53 @@ pub fn deploy(
         dir.root.display(),
         dir.read()?.seed
     ));
+    provision(ctx)?;
     ctx.settle()
+}
+
+/// Gives every new unit its machine: a systemd machine when its application
+/// asks for one and this host can make it, else the direct mode (saying why).
+/// A systemd machine that boots wrong (masks not taken) is an error.
+pub fn provision(ctx: &Ctx) -> Result<()> {
+    let m = ctx.dir.read()?;
+    let todo: Vec<_> = m
+        .units
+        .values()
+        .filter(|u| u.machine_mode.is_empty())
+        .map(|u| {
+            let app = &m.applications[&u.app];
+            let binds = machine::binds_of(app, u);
+            (u.name.clone(), u.dir.clone(), app.machines.clone(), binds)
+        })
+        .collect();
+    for (unit, unit_dir, mode, binds) in todo {
+        let got = if mode != machine::SYSTEMD_MODE {
+            "direct".to_string()
+        } else {
+            match machine::boot(&unit_dir, &binds) {
+                Ok(pid) => {
+                    ctx.progress
+                        .note(&format!("{unit}: systemd machine booted (pid {pid})"));
+                    machine::SYSTEMD_MODE.to_string()
+                }
+                Err(machine::BootError::Unavailable(why)) => {
+                    let mode = format!("direct (no systemd machine: {why})");
+                    eprintln!("jujusim: {unit}: {mode}");
+                    mode
+                }
+                Err(machine::BootError::Failed(why)) => {
+                    bail!("{unit}: systemd machine refused: {why}")
+                }
+            }
+        };
+        ctx.dir.update(|m| {
+            if let Some(u) = m.units.get_mut(&unit) {
+                u.machine_mode = got;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
 }
 
 /// A new peer relation of `app` on endpoint `ep` of `meta`; its id.
@@ -262,5 +323,6 @@ pub fn add_unit(ctx: &Ctx, app: Option<&str>, n: u32, storage_args: &[String]) -
         add_units(m, dir, &app, n, given.as_ref())
     })?;
     ctx.progress.note(&format!("added {}", added.join(", ")));
+    provision(ctx)?;
     ctx.settle()
 }

@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::sim::error::Result;
 use crate::sim::hookenv::Work;
 use crate::sim::invoke;
-use crate::sim::runner::{self, Capture, Spawn};
+use crate::sim::runner::{Capture, Spawn};
 
 pub fn exec(ctx: &Ctx, unit: &str, cmd: &[String]) -> Result<u8> {
     let dir = &ctx.dir;
@@ -22,15 +22,18 @@ pub fn exec(ctx: &Ctx, unit: &str, cmd: &[String]) -> Result<u8> {
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let program = resolve(&cmd[0], &path);
-    let outcome = runner::run(&Spawn {
-        program,
-        args: cmd[1..].to_vec(),
-        cwd: opened.charm_dir.clone(),
-        env: opened.env.clone(),
-        timeout: ctx.opts.hook_timeout,
-        capture: Capture::Inherit,
-        still_running: None,
-    });
+    let outcome = invoke::run_in(
+        &opened,
+        Spawn {
+            program,
+            args: cmd[1..].to_vec(),
+            cwd: opened.charm_dir.clone(),
+            env: opened.env.clone(),
+            timeout: ctx.opts.hook_timeout,
+            capture: Capture::Inherit,
+            still_running: None,
+        },
+    );
     let ok = outcome.as_ref().is_ok_and(|o| o.ok());
     dir.update(|m| Ok(invoke::close(m, &opened.context, ok)))?;
     let outcome = outcome?;

@@ -3,6 +3,7 @@
 use super::Ctx;
 use crate::sim::error::{bail, Result};
 use crate::sim::events;
+use crate::sim::machine;
 use crate::sim::model::{Agent, Endpoint, Event, HookKind, Life, Model, Relation};
 use crate::sim::procs::{self, Target};
 
@@ -22,11 +23,28 @@ pub fn elect(ctx: &Ctx, unit: &str) -> Result<u8> {
 }
 
 /// The machine restarts: the unit's processes die with it, then `start`.
+/// A systemd machine's PID 1 is killed (and everything in it) and a new one
+/// boots with the same binds: its enabled units start before `start` runs.
 pub fn reboot(ctx: &Ctx, unit: &str) -> Result<u8> {
-    let root = ctx.dir.read()?.unit(unit)?.root();
+    let u = ctx.dir.read()?.unit(unit)?.clone();
+    let root = u.root();
+    let was = u.machine_mode == machine::SYSTEMD_MODE && machine::stop(&u.dir);
     let n = procs::stop(&Target::unit(&ctx.dir.root, &root), ctx.opts.kill_grace);
     ctx.progress
         .note(&format!("{unit} rebooted ({n} processes stopped)"));
+    if u.machine_mode == machine::SYSTEMD_MODE {
+        let binds = machine::binds_of(ctx.dir.read()?.app(&u.app)?, &u);
+        let pid = match machine::boot(&u.dir, &binds) {
+            Ok(pid) => pid,
+            Err(machine::BootError::Unavailable(why) | machine::BootError::Failed(why)) => {
+                bail!("{unit}: its systemd machine did not boot again: {why}")
+            }
+        };
+        ctx.progress.note(&format!(
+            "{unit}: systemd machine {} (pid {pid})",
+            if was { "rebooted" } else { "booted" }
+        ));
+    }
     ctx.dir.update(|m| {
         m.unit_mut(unit)?
             .queue

@@ -119,6 +119,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             base,
             resources,
             storage,
+            machines,
         } => deploy::deploy(
             &ctx,
             &charm_dir,
@@ -128,6 +129,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             juju_version,
             &base,
             &resources,
+            &machines,
         ),
         Command::AddUnit {
             app,

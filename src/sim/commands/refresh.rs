@@ -13,7 +13,7 @@ use crate::sim::hookenv::Work;
 use crate::sim::invoke;
 use crate::sim::model::{Agent, Event, HookKind, Life};
 use crate::sim::resources;
-use crate::sim::runner::{self, Capture, Spawn};
+use crate::sim::runner::{Capture, Spawn};
 use std::path::Path;
 
 pub fn refresh(
@@ -113,15 +113,18 @@ pub fn dry_run(ctx: &Ctx, app: Option<&str>, path: &Path, extra: &[String]) -> R
         let out = opened.unit_dir.join("dry-run-output.log");
         let mut args = vec!["upgrade-charm".to_string(), "--dry-run".to_string()];
         args.extend(extra.iter().cloned());
-        let outcome = runner::run(&Spawn {
-            program: dispatch.clone(),
-            args,
-            cwd: opened.charm_dir.clone(),
-            env: opened.env.clone(),
-            timeout: ctx.opts.hook_timeout,
-            capture: Capture::Combined(out.clone()),
-            still_running: None,
-        });
+        let outcome = invoke::run_in(
+            &opened,
+            Spawn {
+                program: dispatch.clone(),
+                args,
+                cwd: opened.charm_dir.clone(),
+                env: opened.env.clone(),
+                timeout: ctx.opts.hook_timeout,
+                capture: Capture::Combined(out.clone()),
+                still_running: None,
+            },
+        );
         dir.update(|m| Ok(invoke::close(m, &opened.context, false)))?;
         let outcome = outcome?;
         println!("=== {unit} (exit {}) ===", outcome.code);

