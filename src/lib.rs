@@ -6,6 +6,8 @@
 //! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
 //! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
 //! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
+//! - `stamp`     — UTC times as text (backup names, log lines), one civil-date algorithm.
+//! - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
 //! - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
 //! - `addr`      — URLs from host and port (IPv6 in brackets).
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
@@ -34,6 +36,7 @@
 //! Nagios plugins).
 
 pub mod addr;
+pub mod aside;
 pub mod charm;
 pub mod cli;
 pub mod context;
@@ -52,4 +55,5 @@ pub mod rolling;
 pub mod service;
 pub mod sim;
 pub mod space;
+pub mod stamp;
 pub mod wal;

@@ -79,7 +79,7 @@ pub enum Step {
         name: String,
         peer_url: String,
     },
-    Promote {
+    PromoteLearner {
         name: String,
         id: u64,
     },
@@ -139,7 +139,7 @@ impl std::fmt::Display for Step {
             Step::AddMember { name, peer_url } => {
                 write!(f, "add {name} ({peer_url}) as a learner")
             }
-            Step::Promote { name, id } => write!(f, "promote learner {name} ({id:x})"),
+            Step::PromoteLearner { name, id } => write!(f, "promote learner {name} ({id:x})"),
             Step::UpdatePeerUrl { id, peer_url } => {
                 write!(f, "update member {id:x}'s peer URL to {peer_url}")
             }
