@@ -25,18 +25,25 @@ use super::{
     RESTART_POLICY, STOP_GRACE, SUPERVISOR_ENV,
 };
 use crate::paths::Paths;
-use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use log::{append_log, open_log, rotate_log};
+use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
-use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use pidfiles::{
+    alive, all_gone, is_our_etcd, is_supervisor, live_etcd, live_supervisor, read_pid,
+    remove_pid_files, send, wait_until,
+};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+pub use supervisor::supervise;
+
+mod log;
+mod pidfiles;
+mod supervisor;
 
 /// How long `start` waits for etcd's process to appear.
 const START_WAIT: Duration = Duration::from_secs(10);
@@ -332,300 +339,9 @@ pub(super) fn log_tail(paths: &Paths, lines: usize) -> String {
     tail
 }
 
-// ---------------------------------------------------------------- the supervisor
-
-static TERMINATE: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_terminate(_: nix::libc::c_int) {
-    TERMINATE.store(true, Ordering::SeqCst);
-}
-
-fn terminating() -> bool {
-    TERMINATE.load(Ordering::SeqCst)
-}
-
-/// The `supervise` subcommand: runs etcd with `--config-file
-/// <paths.config_file()>`, its output appended to the log, until etcd exits
-/// 0 or SIGTERM/SIGINT arrives; restarts it after a failure per
-/// [`RESTART_POLICY`](super::RESTART_POLICY). Runs the start guard before
-/// every start and gives up when it refuses. Exits 0 on a clean end (etcd
-/// exited 0, or we were told to stop), 1 when it gave up.
-pub fn supervise(paths: &Paths, etcd_bin: &Path) -> ExitCode {
-    let files = Files::new(paths);
-    let log = match open_log(&files.log) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!(
-                "etcd-charm supervise: cannot open {}: {e}",
-                files.log.display()
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    let say = |msg: &str| append_log(&log, "supervise", msg);
-    let on_term = SigAction::new(
-        SigHandler::Handler(on_terminate),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGTERM, Signal::SIGINT] {
-        // SAFETY: the handler only stores to an atomic.
-        if let Err(e) = unsafe { signal::sigaction(sig, &on_term) } {
-            say(&format!("cannot handle {sig}: {e}"));
-            return ExitCode::FAILURE;
-        }
-    }
-    let me = std::process::id() as i32;
-    if let Some(other) = live_supervisor(&files).filter(|&p| p != me) {
-        say(&format!(
-            "another supervisor (pid {other}) already runs etcd for {}; exiting",
-            files.root.display()
-        ));
-        return ExitCode::FAILURE;
-    }
-    if let Err(e) = write_pid(&files.supervisor_pid, me) {
-        say(&format!(
-            "cannot write {}: {e}",
-            files.supervisor_pid.display()
-        ));
-        return ExitCode::FAILURE;
-    }
-    let code = run_etcd(paths, &files, etcd_bin, &log);
-    remove_pid_files(&files);
-    say("exiting");
-    code
-}
-
-fn run_etcd(paths: &Paths, files: &Files, etcd_bin: &Path, log: &File) -> ExitCode {
-    let say = |msg: &str| append_log(log, "supervise", msg);
-    let policy = RESTART_POLICY;
-    let mut starts: VecDeque<Instant> = VecDeque::new();
-    loop {
-        if terminating() {
-            return ExitCode::SUCCESS;
-        }
-        if let Err(m) = crate::layout::start_guard(paths) {
-            say(&format!("the start guard refused to start etcd: {m}"));
-            return ExitCode::FAILURE;
-        }
-        let now = Instant::now();
-        while starts
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= policy.interval)
-        {
-            starts.pop_front();
-        }
-        if starts.len() >= policy.burst as usize {
-            say(&format!(
-                "etcd started {} times within {}s and failed each time; giving up until the next start",
-                starts.len(),
-                policy.interval.as_secs()
-            ));
-            return ExitCode::FAILURE;
-        }
-        starts.push_back(now);
-        let mut child = match spawn_etcd(etcd_bin, &files.config, log) {
-            Ok(c) => c,
-            Err(e) => {
-                say(&format!("could not run {}: {e}", etcd_bin.display()));
-                return ExitCode::FAILURE;
-            }
-        };
-        let pid = child.id() as i32;
-        if let Err(e) = write_pid(&files.etcd_pid, pid) {
-            say(&format!("cannot write {}: {e}", files.etcd_pid.display()));
-            let _ = child.kill();
-            let _ = child.wait();
-            return ExitCode::FAILURE;
-        }
-        say(&format!(
-            "started etcd (pid {pid}): {} --config-file {}",
-            etcd_bin.display(),
-            files.config.display()
-        ));
-        let status = wait_etcd(&mut child);
-        say(&format!("etcd (pid {pid}) exited: {status}"));
-        if terminating() {
-            return ExitCode::SUCCESS;
-        }
-        if status.success() {
-            say("etcd exited 0, as a member removed from its cluster does; not restarting it");
-            return ExitCode::SUCCESS;
-        }
-        say(&format!(
-            "restarting etcd in {}s",
-            policy.delay.as_secs_f32()
-        ));
-        let _ = wait_until(policy.delay, terminating);
-    }
-}
-
-fn spawn_etcd(bin: &Path, config: &Path, log: &File) -> std::io::Result<Child> {
-    Command::new(bin)
-        .arg("--config-file")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?)
-        .spawn()
-}
-
-/// Waits for etcd, passing a SIGTERM we receive on to it.
-fn wait_etcd(child: &mut Child) -> ExitStatus {
-    let mut forwarded = false;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return status,
-            Ok(None) => {}
-            // Not our child any more: nothing to wait for; call it a failure.
-            Err(_) => return ExitStatus::from_raw(1 << 8),
-        }
-        if terminating() && !forwarded {
-            send(child.id() as i32, Signal::SIGTERM);
-            forwarded = true;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-// ---------------------------------------------------------------- pids and /proc
-
-fn read_pid(path: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.trim().parse().ok().filter(|&p: &i32| p > 0)
-}
-
-fn write_pid(path: &Path, pid: i32) -> std::io::Result<()> {
-    write_atomic(path, format!("{pid}\n").as_bytes())
-}
-
-fn remove_pid_files(files: &Files) {
-    let _ = std::fs::remove_file(&files.supervisor_pid);
-    let _ = std::fs::remove_file(&files.etcd_pid);
-}
-
-fn send(pid: i32, sig: Signal) {
-    let _ = signal::kill(Pid::from_raw(pid), sig);
-}
-
-/// The state letter and parent pid from /proc/<pid>/stat.
-fn proc_stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-/// Alive and not a zombie (a zombie still answers kill(pid, 0)).
-fn alive(pid: i32) -> bool {
-    proc_stat(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X' | 'x'))
-}
-
-fn proc_cmdline(pid: i32) -> Vec<OsString> {
-    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    bytes
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| OsString::from_vec(a.to_vec()))
-        .collect()
-}
-
-/// `Some(value)` when /proc/<pid>/environ is readable (`Some(None)`: unset).
-fn proc_env(pid: i32, key: &str) -> Option<Option<OsString>> {
-    let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{key}=");
-    Some(bytes.split(|&b| b == 0).find_map(|kv| {
-        kv.strip_prefix(prefix.as_bytes())
-            .map(|v| OsString::from_vec(v.to_vec()))
-    }))
-}
-
-/// Our supervisor: a live `… supervise` started for this root.
-fn is_supervisor(pid: i32, files: &Files) -> bool {
-    alive(pid)
-        && proc_cmdline(pid).iter().skip(1).any(|a| a == "supervise")
-        && match proc_env(pid, "ETCD_CHARM_ROOT") {
-            Some(root) => root.as_deref() == Some(files.root.as_os_str()),
-            None => true,
-        }
-}
-
-/// Our etcd: live, run with our `--config-file`, and (when `parent` is
-/// given) that supervisor's child.
-fn is_our_etcd(pid: i32, files: &Files, parent: Option<i32>) -> bool {
-    let Some((state, ppid)) = proc_stat(pid) else {
-        return false;
-    };
-    !matches!(state, 'Z' | 'X' | 'x')
-        && parent.is_none_or(|p| p == ppid)
-        && proc_cmdline(pid)
-            .windows(2)
-            .any(|w| w[0] == "--config-file" && Path::new(&w[1]) == files.config)
-}
-
-/// Adds a newly recorded etcd to `tracked`, drops the dead; whether none is left.
-fn all_gone(files: &Files, tracked: &mut Vec<i32>) -> bool {
-    if let Some(e) = live_etcd(files, None).filter(|e| !tracked.contains(e)) {
-        tracked.push(e);
-    }
-    tracked.retain(|&p| alive(p));
-    tracked.is_empty()
-}
-
-fn live_supervisor(files: &Files) -> Option<i32> {
-    read_pid(&files.supervisor_pid).filter(|&p| is_supervisor(p, files))
-}
-
-fn live_etcd(files: &Files, parent: Option<i32>) -> Option<i32> {
-    read_pid(&files.etcd_pid).filter(|&p| is_our_etcd(p, files, parent))
-}
-
-/// Polls `done` until it holds or `limit` passes; whether it held.
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(POLL.min(deadline - Instant::now()));
-    }
-}
-
-// ---------------------------------------------------------------- the log
-
-fn open_log(path: &Path) -> std::io::Result<File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
-fn rotate_log(path: &Path) {
-    if std::fs::metadata(path).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
-        let mut old = path.as_os_str().to_owned();
-        old.push(".1");
-        let _ = std::fs::rename(path, old);
-    }
-}
-
-/// One line, written with a single `write` so it does not interleave with
-/// etcd's output.
-fn append_log(mut log: &File, who: &str, msg: &str) {
-    let line = format!(
-        "{} etcd-charm {who}[{}]: {msg}\n",
-        crate::stamp::utc_timestamp(SystemTime::now()),
-        std::process::id()
-    );
-    let _ = log.write_all(line.as_bytes());
-}
-
 #[cfg(test)]
 mod tests {
+    use super::pidfiles::write_pid;
     use super::*;
 
     #[test]
