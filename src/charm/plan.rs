@@ -211,7 +211,7 @@ pub fn format_join(id: u64, initial_cluster: &str) -> String {
     format!("{id:x} {initial_cluster}")
 }
 
-fn parse_cluster(s: &str) -> Vec<(String, String)> {
+pub(super) fn parse_cluster(s: &str) -> Vec<(String, String)> {
     s.split(',')
         .filter_map(|p| p.split_once('='))
         .map(|(n, u)| (n.trim().to_string(), u.trim().to_string()))
@@ -337,7 +337,7 @@ fn tls_in_use(o: &Observed) -> Option<String> {
 }
 
 /// True when anything says a cluster already exists: never bootstrap then.
-fn cluster_exists(o: &Observed) -> bool {
+pub(super) fn cluster_exists(o: &Observed) -> bool {
     o.leader.get(CLUSTER_ID).is_some()
         || o.cluster.is_some()
         || o.local_ids().is_some()
@@ -567,7 +567,13 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             ids,
             &mut p,
         ),
-        None => plan_without_wal(o, &c, paths, token.as_ref().map(|t| t.0.as_str()), &mut p),
+        None => super::join::plan_without_wal(
+            o,
+            &c,
+            paths,
+            token.as_ref().map(|t| t.0.as_str()),
+            &mut p,
+        ),
     }
     if o.is_leader {
         if let Some(view) = o
@@ -580,7 +586,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     }
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
-        plan_clients(o, &c, &mut p);
+        super::clients::plan_clients(o, &c, &mut p);
     }
     // Ports and the version change only with these events or a (re)start;
     // each is a call to the Juju agent, so update-status does neither.
@@ -697,124 +703,5 @@ fn plan_with_wal(
         p.steps.push(Step::RestartEtcd);
         p.steps.push(Step::WaitMember);
         p.steps.push(Step::VerifyMember(ids));
-    }
-}
-
-fn plan_without_wal(
-    o: &Observed,
-    c: &CharmConfig,
-    paths: &Paths,
-    token: Option<&str>,
-    p: &mut Plan,
-) {
-    // A `member/` without a readable WAL (a wiped disk, a failed join) is
-    // never started: set aside, and if the cluster still lists this unit's
-    // old voter, wait for the leader to replace it.
-    let canonical_member_dir = o
-        .disk
-        .locations
-        .iter()
-        .any(|l| l.role == Role::Canonical && l.facts.member_dir);
-    if canonical_member_dir && !o.active {
-        p.steps.push(Step::MoveDataAside {
-            data_dir: paths.data_dir(),
-            reason: "member/ holds no readable WAL; never restarted as its old voter".into(),
-        });
-    }
-    if let Some(id) = stale_own_member(o, c) {
-        p.wait(format!(
-            "Waiting for the leader to replace this unit's old member {id:x}, whose log is gone"
-        ));
-        return;
-    }
-    let Some(token) = token else {
-        if super::bootstrap::decision(o) == super::bootstrap::Decision::Mine {
-            p.status.push((
-                StatusKind::Blocked,
-                "leadership data names this unit to bootstrap the cluster but holds no token"
-                    .into(),
-            ));
-            return;
-        }
-        p.wait("Waiting for the leader to create the cluster token");
-        return;
-    };
-    let record = o
-        .leader
-        .get(&format!("{JOIN_PREFIX}{}", o.member_name))
-        .and_then(parse_join);
-    if cluster_exists(o) {
-        // Start only on a join record whose member the cluster still lists
-        // under our peer URL, and never as a new cluster.
-        let live_ok = |id: u64| match &o.cluster {
-            Some(v) => v
-                .by_id(id)
-                .is_some_and(|m| m.peer_urls.contains(&peer_url(o, c))),
-            None => false,
-        };
-        match record {
-            Some((id, initial)) if live_ok(id) => {
-                let want = desired_config(
-                    o,
-                    c,
-                    paths,
-                    token,
-                    ClusterState::Existing,
-                    parse_cluster(&initial),
-                );
-                let text = render::render_etcd_config(&want);
-                if o.config_text.as_deref() != Some(text.as_str()) {
-                    p.steps.push(Step::WriteConfig {
-                        text,
-                        why: format!("joining as member {id:x}"),
-                        config: Box::new(want),
-                    });
-                }
-                if o.active {
-                    p.steps.push(Step::StopEtcd);
-                }
-                p.steps.push(Step::StartEtcd);
-                p.steps.push(Step::WaitMember);
-            }
-            _ if o.cluster.is_none() => {
-                p.wait("Waiting to join the cluster: no member of it is reachable")
-            }
-            _ => p.wait("Waiting for the leader to add this member"),
-        }
-        return;
-    }
-    super::bootstrap::plan_bootstrap(o, c, paths, token, p);
-}
-
-/// Client applications on `db` (the etcd interface: `connection_string`,
-/// `version`) get every member's client URL from every unit.
-fn plan_clients(o: &Observed, c: &CharmConfig, p: &mut Plan) {
-    let mut urls: Vec<String> = o
-        .peers
-        .values()
-        .filter(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
-        .filter_map(|b| b.get("client-url").cloned())
-        .collect();
-    if o.local_ids().is_some() {
-        urls.push(client_url(o, c));
-    }
-    urls.sort();
-    let mut want = Databag::new();
-    want.insert("connection_string".into(), urls.join(","));
-    if let Some(v) = &o.etcd_version {
-        want.insert("version".into(), v.clone());
-    }
-    for (rel, have) in &o.clients {
-        let changed: Databag = want
-            .iter()
-            .filter(|(k, v)| have.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !changed.is_empty() && !urls.is_empty() {
-            p.steps.push(Step::PublishClient {
-                relation: rel.clone(),
-                data: changed,
-            });
-        }
     }
 }
