@@ -26,8 +26,8 @@
 //! - `failpoint` — crash points for the crash-safety tests (inert unless armed).
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
-//! steps and status; `join` plans a WAL-less unit's join, `clients` what the
-//! `db` relation gets), `apply` (the only code that changes anything), `token`,
+//! steps and status; `join` plans a WAL-less unit's join, `with_wal` a
+//! member's start on its WAL, `clients` what the `db` relation gets), `apply` (the only code that changes anything), `token`,
 //! `turn` (the rolling-turn gate), `config`, `options` (what the Python
 //! charm's later options do), `actions`, `dryrun`, `dryrun_refresh` (what
 //! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two

@@ -21,6 +21,7 @@ pub mod options;
 pub mod plan;
 pub mod token;
 pub mod turn;
+mod with_wal;
 
 use crate::context::{Event, HookContext};
 use crate::error::Result;
