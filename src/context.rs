@@ -290,18 +290,6 @@ impl HookContext {
         }))
     }
 
-    /// [`HookContext::from_env`] on this process's environment and argv[0].
-    pub fn from_process() -> Result<Option<HookContext>, ContextError> {
-        let env: HashMap<String, String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect();
-        let argv0 = std::env::args_os()
-            .next()
-            .map(|a| a.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        HookContext::from_env(&env, &argv0)
-    }
-
     /// Member name etcd knows this unit by: `etcd/0` → `etcd0`.
     pub fn member_name(&self) -> String {
         self.unit_name.replace('/', "")

@@ -35,6 +35,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
+    sync_dir(dir)
+}
+
+/// Makes a rename (or create) in `dir` durable: a rename that returned is
+/// on disk only once its directory is synced.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 

@@ -23,8 +23,10 @@ pub enum Error {
     },
     /// A call to the live cluster failed; its `endpoint` is who we asked.
     Etcd(EtcdError),
-    /// Bad input an operator must fix: becomes a `blocked` status.
-    Blocked(String),
+    /// The charm's config is unusable. This fails the hook or action with
+    /// the message; the blocked status for bad config comes from plan, which
+    /// sees the same problem first.
+    Config(String),
     Other(String),
 }
 
@@ -38,7 +40,7 @@ impl std::fmt::Display for Error {
             Error::Wal(e) => write!(f, "reading WAL {e}"),
             Error::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
             Error::Etcd(e) => write!(f, "{e}"),
-            Error::Blocked(m) => write!(f, "{m}"),
+            Error::Config(m) => write!(f, "{m}"),
             Error::Other(m) => write!(f, "{m}"),
         }
     }

@@ -192,11 +192,6 @@ impl Invocation {
         Invocation::new("open-port", &[&format!("{port}/tcp")])
     }
 
-    /// `close-port <port>/tcp`
-    pub fn close_port(port: u16) -> Invocation {
-        Invocation::new("close-port", &[&format!("{port}/tcp")])
-    }
-
     /// `action-get --format=json`
     pub fn action_get() -> Invocation {
         Invocation::new("action-get", &[JSON])
@@ -542,9 +537,6 @@ impl HookTools {
     pub fn open_port(&self, port: u16) -> Result<()> {
         self.run_unit(&Invocation::open_port(port))
     }
-    pub fn close_port(&self, port: u16) -> Result<()> {
-        self.run_unit(&Invocation::close_port(port))
-    }
     pub fn action_get(&self) -> Result<serde_json::Map<String, Value>> {
         let inv = Invocation::action_get();
         parse_object(&inv, &self.run(&inv)?)
@@ -658,7 +650,6 @@ mod tests {
                 "application-version-set 3.4.23",
             ),
             (Invocation::open_port(2379), "open-port 2379/tcp"),
-            (Invocation::close_port(2380), "close-port 2380/tcp"),
             (Invocation::action_get(), "action-get --format=json"),
             (
                 Invocation::action_set(&bag(&[("snapshot.path", "/tmp/s.db"), ("size", "1 MiB")])),

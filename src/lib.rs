@@ -6,6 +6,8 @@
 //! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
 //! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
 //! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
+//! - `stamp`     — UTC times as text (backup names, log lines), one civil-date algorithm.
+//! - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
 //! - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
 //! - `addr`      — URLs from host and port (IPv6 in brackets).
 //! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
@@ -25,7 +27,8 @@
 //! - `failpoint` — crash points for the crash-safety tests (inert unless armed).
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
-//! steps and status), `apply` (the only code that changes anything), `token`,
+//! steps and status; `join` plans a WAL-less unit's join, `with_wal` a
+//! member's start on its WAL, `clients` what the `db` relation gets), `apply` (the only code that changes anything), `token`,
 //! `turn` (the rolling-turn gate), `config`, `options` (what the Python
 //! charm's later options do), `actions`, `dryrun`, `dryrun_refresh` (what
 //! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two
@@ -35,6 +38,7 @@
 //! Nagios plugins).
 
 pub mod addr;
+pub mod aside;
 pub mod charm;
 pub mod cli;
 pub mod context;
@@ -53,5 +57,6 @@ pub mod rolling;
 pub mod service;
 pub mod sim;
 pub mod space;
+pub mod stamp;
 pub mod storage;
 pub mod wal;

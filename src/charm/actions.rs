@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 fn own_endpoint(tools: &HookTools) -> Result<String> {
-    let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Blocked)?;
+    let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Config)?;
     let addr = tools.network_get_ingress(super::observe::CLIENT_ENDPOINT)?;
     Ok(crate::addr::http(&addr, cfg.port))
 }

@@ -10,7 +10,7 @@ use crate::hooktools::{Databag, HookTools, StatusKind};
 use crate::paths::Paths;
 use crate::service::{Installed, Service};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// How long a membership change may keep being refused before the hook
@@ -91,7 +91,7 @@ impl Applier<'_> {
     fn leader_gone(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
         let leader_only = matches!(
             step,
-            Step::AddMember { .. } | Step::Promote { .. } | Step::RecordCluster
+            Step::AddMember { .. } | Step::PromoteLearner { .. } | Step::RecordCluster
         ) || matches!(step, Step::RemoveMember { .. } if self.observed.is_leader);
         if !leader_only || self.lease.still_leader(|| self.tools.is_leader())? {
             return Ok(None);
@@ -156,7 +156,7 @@ impl Applier<'_> {
             Step::WaitMember => return self.wait_member(),
             Step::RecordCluster => self.record_cluster()?,
             Step::AddMember { name, peer_url } => return self.add_member(name, peer_url),
-            Step::Promote { name, id } => return self.promote(name, *id),
+            Step::PromoteLearner { name, id } => return self.promote(name, *id),
             Step::UpdatePeerUrl { id, peer_url } => {
                 let eps = voter_endpoints(&self.view()?);
                 etcd::block_on(etcd::update_peer_url(&eps, *id, peer_url))?;
@@ -234,7 +234,7 @@ impl Applier<'_> {
         o.config
             .as_ref()
             .map(|c| plan::client_url(o, c))
-            .map_err(|e| Error::Blocked(e.clone()))
+            .map_err(|e| Error::Config(e.clone()))
     }
 
     fn wait_member(&self) -> Result<Option<(StatusKind, String)>> {
@@ -332,7 +332,7 @@ impl Applier<'_> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(300);
         loop {
-            if let Some(gone) = self.leader_gone(&Step::Promote {
+            if let Some(gone) = self.leader_gone(&Step::PromoteLearner {
                 name: name.into(),
                 id,
             })? {
@@ -484,7 +484,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::WaitMember => "wait-member",
         Step::RecordCluster => "record-cluster",
         Step::AddMember { .. } => "add-member",
-        Step::Promote { .. } => "promote",
+        Step::PromoteLearner { .. } => "promote",
         Step::UpdatePeerUrl { .. } => "update-peer-url",
         Step::RemoveMember { .. } => "remove-member",
         Step::MoveDataAside { .. } => "move-aside",
@@ -531,37 +531,13 @@ pub fn write_config(
     Ok(None)
 }
 
-/// `2026-11-29T17-40-05Z`, for backup names (no clock crate needed).
-pub fn utc_stamp(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
+pub use crate::stamp::utc_stamp;
 
 /// Moves `<data_dir>/member` to `<data_dir>/member.backup-<stamp>`: never
 /// deleted (rule 4), and etcd only ever looks at `member/`.
 pub fn move_aside(data_dir: &Path, reason: &str) -> Result<std::path::PathBuf> {
     let from = data_dir.join("member");
-    let to = data_dir.join(format!("member.backup-{}", utc_stamp(SystemTime::now())));
-    std::fs::rename(&from, &to).map_err(io("moving aside", &from))?;
+    let to = crate::aside::set_aside(&from, "member.backup").map_err(io("moving aside", &from))?;
     let note = to.join("WHY");
     let _ = std::fs::write(&note, format!("{reason}\n"));
     Ok(to)
@@ -570,15 +546,6 @@ pub fn move_aside(data_dir: &Path, reason: &str) -> Result<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_stamp_formats_known_instants() {
-        assert_eq!(utc_stamp(UNIX_EPOCH), "1970-01-01T00-00-00Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_795_974_005);
-        assert_eq!(utc_stamp(t), "2026-11-29T17-40-05Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(utc_stamp(leap), "2000-02-29T00-00-00Z");
-    }
 
     #[test]
     fn an_invalid_config_is_never_written() {

@@ -97,7 +97,7 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
         .find(|m| m.is_learner || m.name.is_empty());
     if let Some(m) = in_flight {
         if !m.name.is_empty() {
-            p.steps.push(Step::Promote {
+            p.steps.push(Step::PromoteLearner {
                 name: m.name.clone(),
                 id: m.id,
             });

@@ -29,7 +29,7 @@ use crate::hooktools::{Databag, StatusKind};
 use crate::layout::Role;
 use crate::migrate::{self, Migration, MigrationStep};
 use crate::paths::Paths;
-use crate::render::{self, ClusterState, EtcdConfig};
+use crate::render::{ClusterState, EtcdConfig};
 use crate::wal::WalIds;
 use std::path::PathBuf;
 
@@ -79,7 +79,7 @@ pub enum Step {
         name: String,
         peer_url: String,
     },
-    Promote {
+    PromoteLearner {
         name: String,
         id: u64,
     },
@@ -142,7 +142,7 @@ impl std::fmt::Display for Step {
             Step::AddMember { name, peer_url } => {
                 write!(f, "add {name} ({peer_url}) as a learner")
             }
-            Step::Promote { name, id } => write!(f, "promote learner {name} ({id:x})"),
+            Step::PromoteLearner { name, id } => write!(f, "promote learner {name} ({id:x})"),
             Step::UpdatePeerUrl { id, peer_url } => {
                 write!(f, "update member {id:x}'s peer URL to {peer_url}")
             }
@@ -217,7 +217,7 @@ pub fn format_join(id: u64, initial_cluster: &str) -> String {
     format!("{id:x} {initial_cluster}")
 }
 
-fn parse_cluster(s: &str) -> Vec<(String, String)> {
+pub(super) fn parse_cluster(s: &str) -> Vec<(String, String)> {
     s.split(',')
         .filter_map(|p| p.split_once('='))
         .map(|(n, u)| (n.trim().to_string(), u.trim().to_string()))
@@ -261,7 +261,7 @@ pub fn desired_config(
 
 /// The fields whose change needs a restart (etcd ignores `initial-*` once
 /// its data dir holds a WAL).
-fn runtime_part(c: &EtcdConfig) -> EtcdConfig {
+pub(super) fn runtime_part(c: &EtcdConfig) -> EtcdConfig {
     EtcdConfig {
         initial_cluster: vec![],
         initial_cluster_token: String::new(),
@@ -343,7 +343,7 @@ fn tls_in_use(o: &Observed) -> Option<String> {
 }
 
 /// True when anything says a cluster already exists: never bootstrap then.
-fn cluster_exists(o: &Observed) -> bool {
+pub(super) fn cluster_exists(o: &Observed) -> bool {
     o.leader.get(CLUSTER_ID).is_some()
         || o.cluster.is_some()
         || o.local_ids().is_some()
@@ -363,7 +363,7 @@ pub fn stale_own_member(o: &Observed, c: &CharmConfig) -> Option<u64> {
 }
 
 /// The recorded cluster ID, from leadership data.
-fn recorded_cluster(o: &Observed) -> Option<u64> {
+pub(super) fn recorded_cluster(o: &Observed) -> Option<u64> {
     o.leader
         .get(CLUSTER_ID)
         .and_then(|s| u64::from_str_radix(s, 16).ok())
@@ -568,7 +568,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         return p.block(msg);
     }
     match o.local_ids() {
-        Some(ids) => plan_with_wal(
+        Some(ids) => super::with_wal::plan_with_wal(
             o,
             &c,
             paths,
@@ -576,7 +576,13 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             ids,
             &mut p,
         ),
-        None => plan_without_wal(o, &c, paths, token.as_ref().map(|t| t.0.as_str()), &mut p),
+        None => super::join::plan_without_wal(
+            o,
+            &c,
+            paths,
+            token.as_ref().map(|t| t.0.as_str()),
+            &mut p,
+        ),
     }
     if o.is_leader {
         if let Some(view) = o
@@ -589,7 +595,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     }
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
-        plan_clients(o, &c, &mut p);
+        super::clients::plan_clients(o, &c, &mut p);
         super::endpoints::plan(o, &mut p);
     }
     // Ports and the version change only with these events or a (re)start;
@@ -605,226 +611,4 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     }
     p
-}
-
-fn plan_with_wal(
-    o: &Observed,
-    c: &CharmConfig,
-    paths: &Paths,
-    token: Option<&str>,
-    ids: crate::wal::WalIds,
-    p: &mut Plan,
-) {
-    // Is this member still part of the cluster it was born in?
-    if let Some(view) = o.cluster.as_ref().filter(|v| v.status.leader != 0) {
-        let recorded = o
-            .leader
-            .get(CLUSTER_ID)
-            .and_then(|s| u64::from_str_radix(s, 16).ok());
-        let same_cluster = view.cluster_id() == ids.cluster_id;
-        let view_is_the_cluster = recorded.is_none_or(|r| r == view.cluster_id());
-        if view_is_the_cluster && (!same_cluster || view.by_id(ids.member_id).is_none()) {
-            let reason = if same_cluster {
-                format!("member {:x} was removed from the cluster", ids.member_id)
-            } else {
-                format!(
-                    "member {:x} belongs to cluster {:x}, not {:x}",
-                    ids.member_id,
-                    ids.cluster_id,
-                    view.cluster_id()
-                )
-            };
-            if o.active {
-                p.steps.push(Step::StopEtcd);
-            }
-            p.steps.push(Step::MoveDataAside {
-                data_dir: paths.data_dir(),
-                reason,
-            });
-            p.wait("Waiting for the leader to add this member");
-            return;
-        }
-        // The unit's address changed (Juju runs config-changed for that):
-        // the cluster must learn the new peer URL before we advertise it.
-        let want = peer_url(o, c);
-        if let Some(m) = view.by_id(ids.member_id) {
-            if same_cluster && !m.peer_urls.contains(&want) {
-                p.steps.push(Step::UpdatePeerUrl {
-                    id: ids.member_id,
-                    peer_url: want,
-                });
-            }
-        }
-    }
-    if let Some(r) = recorded_cluster(o).filter(|r| *r != ids.cluster_id) {
-        p.status.push((
-            StatusKind::Blocked,
-            format!(
-                "member {:x} on disk belongs to cluster {:x}, not the recorded cluster {r:x}, and the recorded cluster is not reachable to rejoin; not starting it",
-                ids.member_id, ids.cluster_id
-            ),
-        ));
-        return;
-    }
-    let existing = o.disk.config.as_ref().and_then(|r| r.as_ref().ok());
-    let token = token
-        .map(str::to_string)
-        .or_else(|| existing.and_then(|e| e.initial_cluster_token.clone()))
-        .unwrap_or_default();
-    let initial = existing
-        .and_then(|e| e.initial_cluster.as_deref())
-        .map(parse_cluster)
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| vec![(o.member_name.clone(), peer_url(o, c))]);
-    let want = desired_config(o, c, paths, &token, ClusterState::Existing, initial);
-    let text = render::render_etcd_config(&want);
-    let mut restart = false;
-    if o.config_text.as_deref() != Some(text.as_str()) {
-        restart = match o.config_text.as_deref().map(render::parse_etcd_config) {
-            Some(Ok(have)) => runtime_part(&have) != runtime_part(&want),
-            _ => true,
-        };
-        p.steps.push(Step::WriteConfig {
-            text,
-            why: "member on disk; state existing".into(),
-            config: Box::new(want),
-        });
-    }
-    if !o.active {
-        // update-status only reports: an operator may have stopped etcd on
-        // purpose (but what a migration just stopped is started again).
-        if o.event == Event::UpdateStatus && !p.steps.contains(&Step::StopEtcd) {
-            p.status.push((
-                StatusKind::Blocked,
-                "etcd is not running; the next start or config-changed hook starts it".into(),
-            ));
-            return;
-        }
-        p.steps.push(Step::StartEtcd);
-        p.steps.push(Step::WaitMember);
-        p.steps.push(Step::VerifyMember(ids));
-    } else if restart {
-        p.steps.push(Step::RestartEtcd);
-        p.steps.push(Step::WaitMember);
-        p.steps.push(Step::VerifyMember(ids));
-    }
-}
-
-fn plan_without_wal(
-    o: &Observed,
-    c: &CharmConfig,
-    paths: &Paths,
-    token: Option<&str>,
-    p: &mut Plan,
-) {
-    // A `member/` without a readable WAL (a wiped disk, a failed join) is
-    // never started: set aside, and if the cluster still lists this unit's
-    // old voter, wait for the leader to replace it.
-    let canonical_member_dir = o
-        .disk
-        .locations
-        .iter()
-        .any(|l| l.role == Role::Canonical && l.facts.member_dir);
-    if canonical_member_dir && !o.active {
-        p.steps.push(Step::MoveDataAside {
-            data_dir: paths.data_dir(),
-            reason: "member/ holds no readable WAL; never restarted as its old voter".into(),
-        });
-    }
-    if let Some(id) = stale_own_member(o, c) {
-        p.wait(format!(
-            "Waiting for the leader to replace this unit's old member {id:x}, whose log is gone"
-        ));
-        return;
-    }
-    let Some(token) = token else {
-        if super::bootstrap::decision(o) == super::bootstrap::Decision::Mine {
-            p.status.push((
-                StatusKind::Blocked,
-                "leadership data names this unit to bootstrap the cluster but holds no token"
-                    .into(),
-            ));
-            return;
-        }
-        p.wait("Waiting for the leader to create the cluster token");
-        return;
-    };
-    let record = o
-        .leader
-        .get(&format!("{JOIN_PREFIX}{}", o.member_name))
-        .and_then(parse_join);
-    if cluster_exists(o) {
-        // Start only on a join record whose member the cluster still lists
-        // under our peer URL, and never as a new cluster.
-        let live_ok = |id: u64| match &o.cluster {
-            Some(v) => v
-                .by_id(id)
-                .is_some_and(|m| m.peer_urls.contains(&peer_url(o, c))),
-            None => false,
-        };
-        match record {
-            Some((id, initial)) if live_ok(id) => {
-                let want = desired_config(
-                    o,
-                    c,
-                    paths,
-                    token,
-                    ClusterState::Existing,
-                    parse_cluster(&initial),
-                );
-                let text = render::render_etcd_config(&want);
-                if o.config_text.as_deref() != Some(text.as_str()) {
-                    p.steps.push(Step::WriteConfig {
-                        text,
-                        why: format!("joining as member {id:x}"),
-                        config: Box::new(want),
-                    });
-                }
-                if o.active {
-                    p.steps.push(Step::StopEtcd);
-                }
-                p.steps.push(Step::StartEtcd);
-                p.steps.push(Step::WaitMember);
-            }
-            _ if o.cluster.is_none() => {
-                p.wait("Waiting to join the cluster: no member of it is reachable")
-            }
-            _ => p.wait("Waiting for the leader to add this member"),
-        }
-        return;
-    }
-    super::bootstrap::plan_bootstrap(o, c, paths, token, p);
-}
-
-/// Client applications on `db` (the etcd interface: `connection_string`,
-/// `version`) get every member's client URL from every unit.
-fn plan_clients(o: &Observed, c: &CharmConfig, p: &mut Plan) {
-    let mut urls: Vec<String> = o
-        .peers
-        .values()
-        .filter(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
-        .filter_map(|b| b.get("client-url").cloned())
-        .collect();
-    if o.local_ids().is_some() {
-        urls.push(client_url(o, c));
-    }
-    urls.sort();
-    let mut want = Databag::new();
-    want.insert("connection_string".into(), urls.join(","));
-    if let Some(v) = &o.etcd_version {
-        want.insert("version".into(), v.clone());
-    }
-    for (rel, have) in &o.clients {
-        let changed: Databag = want
-            .iter()
-            .filter(|(k, v)| have.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !changed.is_empty() && !urls.is_empty() {
-            p.steps.push(Step::PublishClient {
-                relation: rel.clone(),
-                data: changed,
-            });
-        }
-    }
 }

@@ -478,7 +478,7 @@ fn leader_promotes_a_started_learner_and_adds_nobody_meanwhile() {
         ],
     );
     let p = plan(&o, &paths(), None);
-    assert!(p.steps.contains(&Step::Promote {
+    assert!(p.steps.contains(&Step::PromoteLearner {
         name: "etcd1".into(),
         id: 0xbb
     }));
@@ -816,7 +816,7 @@ fn an_add_whose_answer_was_lost_is_published_not_repeated() {
     let p = plan(&o, &paths(), None);
     assert!(!has(&p, |s| matches!(
         s,
-        Step::AddMember { .. } | Step::Promote { .. } | Step::RemoveMember { .. }
+        Step::AddMember { .. } | Step::PromoteLearner { .. } | Step::RemoveMember { .. }
     )));
 }
 
