@@ -2,6 +2,8 @@
 //! while a pass made progress (bounded), then one status by priority.
 
 pub mod actions;
+pub mod actions_debug;
+pub mod actions_ops;
 pub mod apply;
 pub mod bootstrap;
 pub mod checks;
