@@ -1002,3 +1002,26 @@ fn snapd_refresh_is_set_by_the_hooks_that_change_it_on_the_snap_backend_only() {
 }
 /// The two-phase bootstrap and the cluster-identity checks (issue 10.3).
 mod bootstrap;
+
+#[test]
+fn a_quota_or_compaction_change_rewrites_the_config_and_restarts() {
+    let mut o = healthy_leader();
+    o.config_text = Some(settled_config(&o, &CharmConfig::default()));
+    o.config = Ok(CharmConfig {
+        quota_backend_bytes: 4 << 20,
+        auto_compaction_retention: "1h".into(),
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), None);
+    let text = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the config is rewritten");
+    assert!(text.contains("quota-backend-bytes: 4194304"), "{text}");
+    assert!(text.contains("auto-compaction-retention: \"1h\""), "{text}");
+    assert!(p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
+}
