@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod actions_debug;
 pub mod actions_ops;
+pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
 pub mod checks;
@@ -139,6 +140,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             } else {
                 healthy_peers(&o, &service)
             };
+            found.extend(alarms::statuses(&o));
             return Ok(final_status(&found, healthy));
         }
     }
@@ -155,9 +157,10 @@ fn healthy_peers(o: &observe::Observed, service: &Service) -> Option<usize> {
     voter_peers(&v)
 }
 
-/// Members in the list, if the member that answered is a voter with a leader.
+/// Started voters that answer, if the member that answered is a voter
+/// with a leader (learners, unstarted and unreachable members do not count).
 fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
-    (!v.status.is_learner && v.status.leader != 0).then_some(v.members.len())
+    alarms::healthy_peers(v)
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ fn leader(m: Monitoring) -> Observed {
         }),
         monitoring: m,
         fresh_token: Ok("FRESH0TOKEN00001".into()),
+        alarms: Vec::new(),
+        data_fs_bytes: None,
     }
 }
 

@@ -73,6 +73,11 @@ pub struct Observed {
     /// randomness is read here so the plan stays pure; the plan uses it
     /// only when no record of a token exists and it must create one.
     pub fresh_token: std::result::Result<String, String>,
+    /// Alarms raised in the cluster (read only when this unit's member
+    /// answers: one call).
+    pub alarms: Vec<super::alarms::AlarmSeen>,
+    /// Size of the file system holding the data dir (to judge the quota).
+    pub data_fs_bytes: Option<u64>,
 }
 
 impl Observed {
@@ -331,6 +336,10 @@ pub fn observe_with(
             }
         }
     };
+    let alarms = match &local {
+        Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
+        None => Vec::new(),
+    };
     let observed = Observed {
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),
@@ -355,6 +364,8 @@ pub fn observe_with(
         cluster,
         monitoring: super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?,
         fresh_token: super::token::generate(),
+        alarms,
+        data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
     };
     Ok((observed, unread))
 }

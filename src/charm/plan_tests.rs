@@ -65,6 +65,8 @@ fn fresh(leader: bool) -> Observed {
         cluster: None,
         monitoring: Default::default(),
         fresh_token: Ok("FRESH0TOKEN00001".into()),
+        alarms: Vec::new(),
+        data_fs_bytes: None,
     }
 }
 

@@ -244,6 +244,8 @@ mod tests {
             cluster: Some(view),
             monitoring: Default::default(),
             fresh_token: Ok("FRESH0TOKEN00001".into()),
+            alarms: Vec::new(),
+            data_fs_bytes: None,
         }
     }
 
