@@ -25,7 +25,8 @@
 //!
 //! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
 //! steps and status), `apply` (the only code that changes anything), `token`,
-//! `turn` (the rolling-turn gate), `config`, `options` (what the Python charm's later options do), `actions`,
+//! `turn` (the rolling-turn gate), `config`, `options` (what the Python charm's later options do), `actions`
+//! (+ `actions_ops`, `actions_debug`: the Python charm's actions), `alarms` (alarms and the quota in the status),
 //! `dryrun`, `dryrun_refresh` (what `juju refresh` keeps and drops), `compat`
 //! (Juju's refresh rules over two charms' metadata), `logging` (tracing → juju-log).
 

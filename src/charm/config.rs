@@ -229,7 +229,7 @@ fn retention(m: &Map<String, Value>, mode: CompactionMode) -> Result<String, Str
     };
     let ok = v.is_empty()
         || match mode {
-            CompactionMode::Periodic => is_duration(&v) && v.trim_start_matches('0').len() > 0,
+            CompactionMode::Periodic => is_duration(&v) && !v.trim_start_matches('0').is_empty(),
             CompactionMode::Revision => v.parse::<u64>().is_ok_and(|n| n > 0),
         };
     if ok {
