@@ -370,3 +370,53 @@ fn defrag_rolls_through_the_members_under_a_writer() {
     assert_eq!(r["output"].as_str().unwrap().lines().count(), 3, "{r}");
     m.assert_all_healthy(3);
 }
+
+#[test]
+fn space_options_roll_into_etcd_conf_and_bad_values_block() {
+    let m = three_units(&[]);
+    let mut units = m.units();
+    units.sort();
+    let conf = |u: &str| {
+        std::fs::read_to_string(etcd_charm::paths::Paths::new(m.root(u)).config_file()).unwrap()
+    };
+    let pid =
+        |u: &str| std::fs::read_to_string(m.root(u).join("run/etcd-charm/etcd.etcd.pid")).ok();
+    for u in &units {
+        assert!(!conf(u).contains("quota-backend-bytes"), "unset, unwritten");
+    }
+    let before: Vec<_> = units.iter().map(|u| pid(u)).collect();
+    m.ok(&[
+        "config",
+        "etcd",
+        "quota_backend_bytes=16777216",
+        "auto_compaction_mode=revision",
+        "auto_compaction_retention=1000",
+    ]);
+    settle(&m, "healthy after the options rolled", |s, msg| {
+        s == "active" && msg == "Healthy with 3 known peers"
+    });
+    for (u, b) in units.iter().zip(&before) {
+        let c = conf(u);
+        assert!(c.contains("quota-backend-bytes: 16777216"), "{u}: {c}");
+        assert!(c.contains("auto-compaction-mode: \"revision\""), "{u}: {c}");
+        assert!(
+            c.contains("auto-compaction-retention: \"1000\""),
+            "{u}: {c}"
+        );
+        assert_ne!(&pid(u), b, "{u}'s etcd was not restarted");
+    }
+    // A periodic duration where revisions are meant: blocked, named.
+    m.ok(&["config", "etcd", "auto_compaction_retention=1h"]);
+    let w = m.workloads();
+    assert!(
+        w.iter()
+            .all(|(_, s, msg)| s == "blocked" && msg.contains("auto_compaction_retention")),
+        "{w:?}"
+    );
+    assert!(conf("etcd/0").contains("auto-compaction-retention: \"1000\""));
+    m.ok(&["config", "etcd", "auto_compaction_mode=periodic"]);
+    settle(&m, "healthy with periodic 1h", |s, msg| {
+        s == "active" && msg == "Healthy with 3 known peers"
+    });
+    assert!(conf("etcd/0").contains("auto-compaction-retention: \"1h\""));
+}
