@@ -177,12 +177,8 @@ fn alarms_result(alarms: &[(u64, String)], none: &str) -> Databag {
 pub fn alarm_list(ctx: &ActionCtx) -> Result<Databag> {
     let view = ctx.view()?;
     let a = etcd::block_on(etcd::alarms(&view.endpoint))?;
-    let mut out = alarms_result(&a, "");
     // The Python charm's output was etcdctl's: empty when there is none.
-    if a.is_empty() {
-        out.insert("output".into(), String::new());
-    }
-    Ok(out)
+    Ok(alarms_result(&a, ""))
 }
 
 pub fn alarm_disarm(ctx: &ActionCtx) -> Result<Databag> {
