@@ -337,19 +337,31 @@ fn nospace_blocks_and_compact_defrag_disarm_clear_it() {
     });
 }
 
+/// `n` puts of `size` bytes under one key (etcdctl cannot take a 1 MiB
+/// argument).
+fn churn(ep: &str, n: usize, size: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([ep], None).await.unwrap();
+        let value = vec![b'z'; size];
+        for _ in 0..n {
+            c.put("churn", value.clone(), None).await.unwrap();
+        }
+    });
+}
+
 #[test]
 fn defrag_rolls_through_the_members_under_a_writer() {
     let m = three_units(&[]);
     let mut units = m.units();
     units.sort();
     let eps: Vec<String> = units.iter().map(|u| m.endpoint(u)).collect();
-    // History to give back: one key rewritten, then compacted.
-    let value = "y".repeat(16 << 10);
-    for _ in 0..100 {
-        assert!(etcdctl(&m.endpoints(), &["put", "churn", &value])
-            .status
-            .success());
-    }
+    // History to give back: 1 MiB values under one key (~40 MiB of db),
+    // then compacted, so each member's defrag rewrites a real file.
+    churn(&eps[0], 40, 1 << 20);
     action(&m, "etcd/0", "compact", &[]);
     let w = writer_support::Writer::start(&eps);
     std::thread::sleep(Duration::from_secs(2));
