@@ -311,3 +311,147 @@ pub fn block_on<T, E: From<EtcdError>>(
         .map_err(|e| etcd_err("", "call", format!("cannot start the async runtime: {e}")))?
         .block_on(fut)
 }
+
+/// Calls that rewrite a member's whole db file (defragment) or wait for a
+/// compaction to be physically applied may take far longer than a status.
+pub const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What one member says about its storage and raft progress (the health
+/// and defrag actions). Separate from [`MemberStatus`], which hooks read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDetail {
+    pub member_id: u64,
+    pub leader: u64,
+    pub version: String,
+    pub raft_index: u64,
+    pub raft_term: u64,
+    pub raft_applied_index: u64,
+    pub is_learner: bool,
+    /// Bytes of the db file, and of it in use (the rest defrag gives back).
+    pub db_size: i64,
+    pub db_size_in_use: i64,
+    /// The keyspace revision this member has applied.
+    pub revision: i64,
+    pub errors: Vec<String>,
+}
+
+async fn connect_for(endpoint: &str, timeout: Duration) -> Result<Client> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(CALL_TIMEOUT)
+        .with_timeout(timeout);
+    bounded(
+        endpoint,
+        "connect",
+        Client::connect([endpoint.to_string()], Some(opts)),
+    )
+    .await
+}
+
+/// Status of the one member at `endpoint`, with its db sizes.
+pub async fn member_detail(endpoint: &str) -> Result<MemberDetail> {
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let s = bounded(endpoint, "status", c.status()).await?;
+    let h = s.header();
+    Ok(MemberDetail {
+        member_id: h.map(|h| h.member_id()).unwrap_or(0),
+        leader: s.leader(),
+        version: s.version().to_string(),
+        raft_index: s.raft_index(),
+        raft_term: s.raft_term(),
+        raft_applied_index: s.raft_applied_index(),
+        is_learner: s.is_learner(),
+        db_size: s.db_size(),
+        db_size_in_use: s.raft_used_db_size(),
+        revision: h.map(|h| h.revision()).unwrap_or(0),
+        errors: s.errors().to_vec(),
+    })
+}
+
+/// Disarms every raised alarm (what `etcdctl alarm disarm` does: each one
+/// by its member and type). Returns the alarms that were disarmed.
+pub async fn alarm_disarm(endpoint: &str) -> Result<Vec<(u64, String)>> {
+    use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
+    let mut c = connect(&[endpoint.to_string()]).await?;
+    let r = bounded(
+        endpoint,
+        "alarm list",
+        c.alarm(AlarmAction::Get, AlarmType::None, None),
+    )
+    .await?;
+    let mut done = Vec::new();
+    for a in r.alarms() {
+        let mut opts = AlarmOptions::new();
+        opts.with_member(a.member_id());
+        bounded(
+            endpoint,
+            &format!("alarm disarm {:?} of {:x}", a.alarm(), a.member_id()),
+            c.alarm(AlarmAction::Deactivate, a.alarm(), Some(opts)),
+        )
+        .await?;
+        done.push((a.member_id(), format!("{:?}", a.alarm())));
+    }
+    Ok(done)
+}
+
+/// Compacts the keyspace's history up to `revision` (None: the current
+/// revision). With `physical`, returns only once the db no longer holds
+/// the compacted revisions. Returns the revision compacted to.
+pub async fn compact(endpoint: &str, revision: Option<i64>, physical: bool) -> Result<i64> {
+    use etcd_client::CompactionOptions;
+    let mut c = connect_for(endpoint, MAINTENANCE_TIMEOUT).await?;
+    let rev = match revision {
+        Some(r) => r,
+        None => {
+            let r = bounded(endpoint, "get (current revision)", c.get("\0", None)).await?;
+            r.header().map(|h| h.revision()).unwrap_or(0)
+        }
+    };
+    let opts = physical.then(|| CompactionOptions::new().with_physical());
+    match tokio::time::timeout(MAINTENANCE_TIMEOUT, c.compact(rev, opts)).await {
+        Ok(Ok(_)) => Ok(rev),
+        Ok(Err(e)) => Err(etcd_err(endpoint, &format!("compact {rev}"), e)),
+        Err(_) => Err(etcd_err(
+            endpoint,
+            &format!("compact {rev}"),
+            format!("no answer within {MAINTENANCE_TIMEOUT:?}"),
+        )),
+    }
+}
+
+/// Defragments the one member at `endpoint` (it stops serving while its
+/// db file is rewritten).
+pub async fn defragment(endpoint: &str) -> Result<()> {
+    let mut c = connect_for(endpoint, MAINTENANCE_TIMEOUT).await?;
+    match tokio::time::timeout(MAINTENANCE_TIMEOUT, c.defragment()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(etcd_err(endpoint, "defragment", e)),
+        Err(_) => Err(etcd_err(
+            endpoint,
+            "defragment",
+            format!("no answer within {MAINTENANCE_TIMEOUT:?}"),
+        )),
+    }
+}
+
+/// The IDs of the members in `members` whose first client URL answers a
+/// status call within `timeout`, asked all at once (a dead peer costs one
+/// timeout, not one per member).
+pub async fn reachable(members: &[Member], timeout: Duration) -> Vec<u64> {
+    let mut set = tokio::task::JoinSet::new();
+    for m in members {
+        let (id, url) = (m.id, m.client_urls.first().cloned());
+        set.spawn(async move {
+            let url = url?;
+            let ok = tokio::time::timeout(timeout, member_status(&url)).await;
+            matches!(ok, Ok(Ok(_))).then_some(id)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some(id)) = r {
+            out.push(id);
+        }
+    }
+    out.sort_unstable();
+    out
+}

@@ -224,6 +224,11 @@ impl Invocation {
         )
     }
 
+    /// `status-get --format=json --include-data` (the debug action).
+    pub fn status_get() -> Invocation {
+        Invocation::new("status-get", &[JSON, "--include-data"])
+    }
+
     /// `goal-state --format=json`
     pub fn goal_state() -> Invocation {
         Invocation::new("goal-state", &[JSON])
@@ -557,6 +562,10 @@ impl HookTools {
     /// `level`: DEBUG, INFO, WARNING, ERROR.
     pub fn juju_log(&self, level: &str, message: &str) -> Result<()> {
         self.run_unit(&Invocation::juju_log(level, message))
+    }
+    pub fn status_get(&self) -> Result<Value> {
+        let inv = Invocation::status_get();
+        parse_any(&inv, &self.run(&inv)?)
     }
     pub fn goal_state(&self) -> Result<Value> {
         let inv = Invocation::goal_state();

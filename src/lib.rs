@@ -30,7 +30,8 @@
 //! steps and status; `join` plans a WAL-less unit's join, `with_wal` a
 //! member's start on its WAL, `clients` what the `db` relation gets), `apply` (the only code that changes anything), `token`,
 //! `turn` (the rolling-turn gate), `config`, `options` (what the Python
-//! charm's later options do), `actions`, `dryrun`, `dryrun_refresh` (what
+//! charm's later options do), `actions`
+//! (+ `actions_ops`, `actions_debug`: the Python charm's actions), `alarms` (alarms and the quota in the status), `dryrun`, `dryrun_refresh` (what
 //! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two
 //! charms' metadata), `logging` (tracing → juju-log), `volume` (the data storage in the plan), and the monitoring
 //! endpoints: `monitoring` (prometheus, grafana, nrpe: observe, pure plan,

@@ -59,6 +59,18 @@ pub struct EtcdConfig {
     pub heartbeat_interval: u64,
     pub election_timeout: u64,
     pub strict_reconfig_check: bool,
+    /// The backend quota and auto-compaction; each written only when set.
+    pub storage: StorageOptions,
+}
+
+/// etcd's space options. None: the line is not written and etcd's default
+/// applies (a 2 GiB quota, no auto-compaction).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageOptions {
+    pub quota_backend_bytes: Option<u64>,
+    /// `periodic` or `revision`; written with a retention only.
+    pub auto_compaction_mode: Option<String>,
+    pub auto_compaction_retention: Option<String>,
 }
 
 impl EtcdConfig {
@@ -165,6 +177,21 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
                 "strict_reconfig_check",
                 Some(cfg.strict_reconfig_check.to_string()),
             ),
+            (
+                "quota_backend_bytes",
+                cfg.storage.quota_backend_bytes.map(|n| n.to_string()),
+            ),
+            (
+                "auto_compaction_mode",
+                cfg.storage.auto_compaction_mode.as_deref().map(yaml_quote),
+            ),
+            (
+                "auto_compaction_retention",
+                cfg.storage
+                    .auto_compaction_retention
+                    .as_deref()
+                    .map(yaml_quote),
+            ),
         ],
     )
 }
@@ -188,6 +215,12 @@ struct RawConfig {
     heartbeat_interval: u64,
     election_timeout: u64,
     strict_reconfig_check: bool,
+    #[serde(default)]
+    quota_backend_bytes: Option<u64>,
+    #[serde(default)]
+    auto_compaction_mode: Option<String>,
+    #[serde(default)]
+    auto_compaction_retention: Option<String>,
 }
 
 /// Parses a file we rendered back into the struct (strict: every key we
@@ -229,6 +262,11 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
         heartbeat_interval: raw.heartbeat_interval,
         election_timeout: raw.election_timeout,
         strict_reconfig_check: raw.strict_reconfig_check,
+        storage: StorageOptions {
+            quota_backend_bytes: raw.quota_backend_bytes,
+            auto_compaction_mode: raw.auto_compaction_mode,
+            auto_compaction_retention: raw.auto_compaction_retention,
+        },
     })
 }
 
@@ -438,6 +476,7 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            storage: Default::default(),
         }
     }
 
@@ -464,6 +503,7 @@ mod tests {
             heartbeat_interval: 0,
             election_timeout: u64::MAX,
             strict_reconfig_check: false,
+            storage: Default::default(),
         }
     }
 
@@ -482,6 +522,7 @@ mod tests {
             heartbeat_interval: 1,
             election_timeout: 2,
             strict_reconfig_check: false,
+            storage: Default::default(),
         }
     }
 
@@ -543,6 +584,35 @@ mod tests {
         assert!(text.contains("\nstrict-reconfig-check: true\n"));
         assert!(text.starts_with("# Managed by the etcd-charm Juju charm"));
         assert!(!text.contains("{{"), "{text}");
+    }
+
+    #[test]
+    fn space_options_only_when_set_and_read_back() {
+        let text = render_etcd_config(&three_members());
+        for key in [
+            "quota-backend-bytes",
+            "auto-compaction-mode",
+            "auto-compaction-retention",
+        ] {
+            assert!(!text.contains(key), "{key} written unset: {text}");
+        }
+        let mut cfg = three_members();
+        cfg.storage = StorageOptions {
+            quota_backend_bytes: Some(4 << 20),
+            auto_compaction_mode: Some("periodic".into()),
+            auto_compaction_retention: Some("1h".into()),
+        };
+        let text = render_etcd_config(&cfg);
+        assert!(text.contains("\nquota-backend-bytes: 4194304\n"), "{text}");
+        assert!(
+            text.contains("\nauto-compaction-mode: \"periodic\"\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nauto-compaction-retention: \"1h\"\n"),
+            "{text}"
+        );
+        assert_eq!(parse_etcd_config(&text).unwrap(), cfg);
     }
 
     #[test]
@@ -827,6 +897,7 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            storage: Default::default(),
         };
         cfg.validate().unwrap();
         let file = tmp.path().join("etcd.conf.yml");

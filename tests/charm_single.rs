@@ -34,10 +34,14 @@ fn one_unit_reaches_active_and_update_status_sees_etcd_stopped() {
     // Actions: a snapshot of the keyspace into a dated file, and health.
     let out = m.ok(&["run-action", "etcd/0", "snapshot", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let path = v["results"]["path"]
+    let path = v["results"]["snapshot"]["path"]
         .as_str()
         .unwrap_or_else(|| panic!("{out}"));
-    let size: u64 = v["results"]["size"].as_str().unwrap().parse().unwrap();
+    let size: u64 = v["results"]["snapshot"]["size"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(std::fs::metadata(path).unwrap().len(), size);
     assert!(size > 4096, "a bbolt file of real size: {size}");
     let st = etcdctl(&ep, &["snapshot", "status", path, "-w", "json"]);

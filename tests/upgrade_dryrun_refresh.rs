@@ -142,7 +142,15 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         .collect();
     assert_eq!(kept.len(), 12, "{kept:?}");
     assert!(kept.contains(&"snapd_refresh"));
-    assert_eq!(rf["options"]["new"], Value::Array(vec![]));
+    // The options this charm adds (issue 13): new, with their defaults.
+    assert_eq!(
+        rf["options"]["new"],
+        serde_json::json!([
+            "auto_compaction_mode",
+            "auto_compaction_retention",
+            "quota_backend_bytes"
+        ])
+    );
     assert_eq!(rf["options"]["removed"], serde_json::json!(["legacy_opt"]));
     let dropped = rf["options"]["dropped_values"].as_array().unwrap();
     assert_eq!(dropped.len(), 1, "{dropped:?}");

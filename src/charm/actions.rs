@@ -1,80 +1,263 @@
-//! Operator actions: `snapshot` (the keyspace into a dated file) and
-//! `health` (every member as this unit sees it). Results go to action-set;
-//! a failure is action-fail with the reason, never a failed hook.
+//! Operator actions, with the Python etcd charm's names, parameters and
+//! result keys so its runbooks keep working after a refresh: `snapshot`
+//! here; the maintenance actions in `actions_ops`, `debug` in
+//! `actions_debug`. Results go to action-set; a failure is action-fail
+//! with a message saying what to do, never a failed hook. No result or
+//! message carries key material.
 
 use super::config::CharmConfig;
 use crate::error::{Error, Result};
-use crate::etcd;
+use crate::etcd::{self, ClusterView};
 use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
-use std::path::PathBuf;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-fn own_endpoint(tools: &HookTools) -> Result<String> {
+/// What every action needs: its parameters, this unit's client endpoint,
+/// and the client endpoints of its peers (own first).
+pub struct ActionCtx<'a> {
+    pub tools: &'a HookTools,
+    pub paths: &'a Paths,
+    pub params: Map<String, Value>,
+    pub unit: String,
+    pub own: String,
+    pub endpoints: Vec<String>,
+}
+
+impl ActionCtx<'_> {
+    pub fn string(&self, key: &str) -> String {
+        match self.params.get(key) {
+            Some(Value::String(s)) => s.trim().to_string(),
+            Some(Value::Null) | None => String::new(),
+            Some(v) => v.to_string(),
+        }
+    }
+
+    pub fn boolean(&self, key: &str) -> bool {
+        match self.params.get(key) {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.trim() == "true",
+            _ => false,
+        }
+    }
+
+    pub fn log(&self, msg: &str) {
+        let _ = self.tools.action_log(msg);
+    }
+
+    /// The cluster as the first member that answers sees it (a voter
+    /// preferred), or an error telling the operator what to look at.
+    pub fn view(&self) -> Result<ClusterView> {
+        etcd::block_on(etcd::view(&self.endpoints)).map_err(|e| {
+            Error::Other(format!(
+                "no etcd member answers ({e}); check that etcd runs on this unit (juju status, the debug action)"
+            ))
+        })
+    }
+}
+
+fn context<'a>(tools: &'a HookTools, paths: &'a Paths) -> Result<ActionCtx<'a>> {
     let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Config)?;
     let addr = tools.network_get_ingress(super::observe::CLIENT_ENDPOINT)?;
-    Ok(crate::addr::http(&addr, cfg.port))
+    let own = crate::addr::http(&addr, cfg.port);
+    let mut endpoints = vec![own.clone()];
+    if let Some(rel) = tools
+        .relation_ids(super::observe::PEER_ENDPOINT)?
+        .into_iter()
+        .next()
+    {
+        for unit in tools.relation_list(&rel)? {
+            if let Some(url) = tools.relation_get(&rel, &unit)?.get("client-url") {
+                if !endpoints.contains(url) {
+                    endpoints.push(url.clone());
+                }
+            }
+        }
+    }
+    Ok(ActionCtx {
+        tools,
+        paths,
+        params: tools.action_get()?,
+        unit: std::env::var("JUJU_UNIT_NAME").unwrap_or_default(),
+        own,
+        endpoints,
+    })
 }
 
 pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
+    // The data dir may be on the `data` volume (storage.rs).
+    let paths = crate::storage::paths(paths.clone());
+    let ctx = context(tools, &paths)?;
+    use super::actions_ops as ops;
     match name {
-        "snapshot" => snapshot(tools, &crate::storage::paths(paths.clone())),
-        "health" => health(tools),
+        "snapshot" => snapshot(&ctx),
+        "health" => ops::health(&ctx),
+        "member-list" => ops::member_list(&ctx),
+        "alarm-list" => ops::alarm_list(&ctx),
+        "alarm-disarm" => ops::alarm_disarm(&ctx),
+        "compact" => ops::compact(&ctx),
+        "defrag" => ops::defrag(&ctx),
+        "package-client-credentials" => Err(Error::Other(
+            "package-client-credentials: this charm does not serve etcd over TLS yet, so there \
+             are no client certificates to package; clients connect over plain http to the \
+             db relation's connection_string. TLS support is being built separately."
+                .into(),
+        )),
+        "debug" => super::actions_debug::debug(&ctx),
         other => Err(Error::Other(format!("unknown action {other}"))),
     }
 }
 
-fn snapshot(tools: &HookTools, paths: &Paths) -> Result<Databag> {
-    let params = tools.action_get()?;
-    let dir = match params.get("target").and_then(|v| v.as_str()) {
-        Some(t) if !t.is_empty() => paths.from_config(t),
-        _ => paths.backup_dir(),
+/// The snapshot action refuses anything but v3 keys: etcd 3.4 has no v2
+/// store to save (pure, for tests).
+pub fn check_keys_version(v: &str) -> std::result::Result<(), String> {
+    match v {
+        "" | "v3" => Ok(()),
+        "v2" => Err(
+            "keys-version=v2: v2 keys are not supported by etcd 3.4+ (its v2 store is gone); \
+             run the action with keys-version=v3"
+                .into(),
+        ),
+        other => Err(format!(
+            "keys-version={other:?} is not supported: only v3 (etcd 3.4+ has no v2 keys)"
+        )),
+    }
+}
+
+/// The snapshot action's results, keyed as the Python charm keyed them.
+pub fn snapshot_results(
+    unit: &str,
+    path: &Path,
+    size: u64,
+    sha256: &str,
+    version: &str,
+) -> Databag {
+    let mut out = Databag::new();
+    out.insert("snapshot.path".into(), path.display().to_string());
+    out.insert("snapshot.size".into(), size.to_string());
+    out.insert("snapshot.sha256".into(), sha256.to_string());
+    out.insert("snapshot.version".into(), version.to_string());
+    out.insert(
+        "copy.cmd".into(),
+        format!("juju scp {unit}:{} .", path.display()),
+    );
+    out
+}
+
+pub fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path).map_err(crate::error::io("opening", path))?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading", path))?;
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A member that can serve a consistent snapshot: this unit's own when it
+/// is a started voter with a leader, else the first other one that is.
+fn snapshot_source(ctx: &ActionCtx) -> Result<(String, etcd::MemberDetail)> {
+    let mut why = Vec::new();
+    for ep in &ctx.endpoints {
+        match etcd::block_on(etcd::member_detail(ep)) {
+            Ok(d) if d.leader != 0 && !d.is_learner && d.errors.is_empty() => {
+                return Ok((ep.clone(), d))
+            }
+            Ok(d) => why.push(format!(
+                "{ep}: not a healthy voter (leader {:x}, learner {}, errors {:?})",
+                d.leader, d.is_learner, d.errors
+            )),
+            Err(e) => why.push(e.to_string()),
+        }
+    }
+    Err(Error::Other(format!(
+        "no healthy member to take a snapshot from ({}); run the health action",
+        why.join("; ")
+    )))
+}
+
+fn snapshot(ctx: &ActionCtx) -> Result<Databag> {
+    check_keys_version(&ctx.string("keys-version")).map_err(Error::Other)?;
+    let target = ctx.string("target");
+    let dir: PathBuf = if target.is_empty() {
+        ctx.paths.backup_dir()
+    } else {
+        ctx.paths.from_config(&target)
     };
+    let (ep, detail) = snapshot_source(ctx)?;
+    // The snapshot is about the size of the member's db: check it fits.
+    let size = u64::try_from(detail.db_size).unwrap_or(0);
+    if let Some(msg) = crate::space::check("the snapshot", size, &dir) {
+        return Err(Error::Other(format!(
+            "{msg}; or run the action with target=<a directory with room>"
+        )));
+    }
     std::fs::create_dir_all(&dir).map_err(crate::error::io("creating", &dir))?;
     let stamp = super::apply::utc_stamp(SystemTime::now());
-    let file: PathBuf = dir.join(format!("etcd-snapshot-{stamp}.db"));
-    // The snapshot is about the size of the member's db: check it fits.
-    let db = paths.data_dir().join("member/snap/db");
-    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    if let Some(msg) = crate::space::check("the snapshot", size, &dir) {
-        return Err(Error::Other(msg));
-    }
-    let ep = own_endpoint(tools)?;
-    let _ = tools.action_log(&format!("streaming a snapshot from {ep}"));
+    let file = dir.join(format!("etcd-snapshot-{stamp}.db"));
+    ctx.log(&format!("streaming a snapshot from {ep}"));
     // A stream that fails part way leaves its `.part`: remove it, so
     // retries of the action never pile partial snapshots up.
     let size = etcd::block_on(etcd::snapshot_to(&ep, &file)).inspect_err(|_| {
         let _ = std::fs::remove_file(file.with_extension("part"));
     })?;
-    let mut out = Databag::new();
-    out.insert("path".into(), file.display().to_string());
-    out.insert("size".into(), size.to_string());
-    Ok(out)
+    let sum = sha256_file(&file)?;
+    Ok(snapshot_results(
+        &ctx.unit,
+        &file,
+        size,
+        &sum,
+        &detail.version,
+    ))
 }
 
-fn health(tools: &HookTools) -> Result<Databag> {
-    let ep = own_endpoint(tools)?;
-    let view = etcd::block_on(etcd::view_from(&ep))?;
-    let mut out = Databag::new();
-    out.insert("cluster-id".into(), format!("{:x}", view.cluster_id()));
-    out.insert("leader".into(), format!("{:x}", view.status.leader));
-    let mut healthy_all = true;
-    for m in &view.members {
-        let key = if m.name.is_empty() {
-            format!("unstarted-{:x}", m.id)
-        } else {
-            m.name.to_lowercase()
-        };
-        let healthy = m
-            .client_urls
-            .first()
-            .is_some_and(|u| etcd::block_on(etcd::member_status(u)).is_ok());
-        healthy_all &= healthy;
-        out.insert(format!("members.{key}.id"), format!("{:x}", m.id));
-        out.insert(format!("members.{key}.healthy"), healthy.to_string());
-        out.insert(format!("members.{key}.learner"), m.is_learner.to_string());
-        out.insert(format!("members.{key}.peer-url"), m.peer_urls.join(","));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_version_v3_only() {
+        assert!(check_keys_version("v3").is_ok());
+        assert!(check_keys_version("").is_ok());
+        let e = check_keys_version("v2").unwrap_err();
+        assert!(e.contains("not supported by etcd 3.4+"), "{e}");
+        assert!(check_keys_version("v4").is_err());
     }
-    out.insert("healthy".into(), healthy_all.to_string());
-    Ok(out)
+
+    #[test]
+    fn snapshot_results_have_the_python_charms_keys() {
+        let r = snapshot_results(
+            "etcd/1",
+            Path::new("/home/ubuntu/etcd-snapshots/etcd-snapshot-x.db"),
+            20480,
+            "ab12",
+            "3.4.23",
+        );
+        let keys: Vec<&str> = r.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "copy.cmd",
+                "snapshot.path",
+                "snapshot.sha256",
+                "snapshot.size",
+                "snapshot.version"
+            ]
+        );
+        assert_eq!(
+            r["copy.cmd"],
+            "juju scp etcd/1:/home/ubuntu/etcd-snapshots/etcd-snapshot-x.db ."
+        );
+        assert_eq!(r["snapshot.size"], "20480");
+    }
+
+    #[test]
+    fn sha256_of_a_known_text() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"abc").unwrap();
+        assert_eq!(
+            sha256_file(&p).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 }

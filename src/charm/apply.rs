@@ -565,6 +565,7 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            storage: Default::default(),
         };
         assert_eq!(write_config(&path, "ok\n", &c).unwrap(), None);
         c.initial_cluster

@@ -26,6 +26,32 @@ pub struct CharmConfig {
     pub nagios_context: String,
     /// For the nrpe checks: service groups; empty means `nagios_context`.
     pub nagios_servicegroups: String,
+    /// etcd's backend quota in bytes; 0 is etcd's default (2 GiB).
+    pub quota_backend_bytes: u64,
+    pub auto_compaction_mode: CompactionMode,
+    /// Empty: no auto-compaction. A duration (`1h`) for periodic, a
+    /// revision count for revision.
+    pub auto_compaction_retention: String,
+}
+
+/// The largest quota etcd recommends (its docs: 8 GiB is the suggested
+/// maximum; beyond it bbolt's mmap and defrag times degrade).
+pub const MAX_QUOTA: i64 = 8 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompactionMode {
+    #[default]
+    Periodic,
+    Revision,
+}
+
+impl CompactionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionMode::Periodic => "periodic",
+            CompactionMode::Revision => "revision",
+        }
+    }
 }
 
 pub use crate::service::SnapdRefresh;
@@ -72,6 +98,9 @@ impl Default for CharmConfig {
             tls_cipher_suites: Vec::new(),
             nagios_context: "juju".into(),
             nagios_servicegroups: String::new(),
+            quota_backend_bytes: 0,
+            auto_compaction_mode: CompactionMode::Periodic,
+            auto_compaction_retention: String::new(),
         }
     }
 }
@@ -139,6 +168,81 @@ fn nagios(m: &Map<String, Value>, key: &str, default: &str) -> Result<String, St
         return Err(format!("config {key}={v:?} must be one line"));
     }
     Ok(v.to_string())
+}
+
+fn quota(m: &Map<String, Value>) -> Result<u64, String> {
+    match int(m, "quota_backend_bytes")? {
+        None => Ok(0),
+        Some(n) if n < 0 => Err(format!(
+            "config quota_backend_bytes={n} is negative; 0 means etcd's default (2 GiB)"
+        )),
+        Some(n) if n > MAX_QUOTA => Err(format!(
+            "config quota_backend_bytes={n} is above 8 GiB ({MAX_QUOTA}), the most etcd supports well"
+        )),
+        Some(n) => Ok(n as u64),
+    }
+}
+
+fn compaction_mode(m: &Map<String, Value>) -> Result<CompactionMode, String> {
+    match string(m, "auto_compaction_mode")?.map(str::trim) {
+        None | Some("") | Some("periodic") => Ok(CompactionMode::Periodic),
+        Some("revision") => Ok(CompactionMode::Revision),
+        Some(v) => Err(format!(
+            "config auto_compaction_mode={v:?} is not \"periodic\" or \"revision\""
+        )),
+    }
+}
+
+/// A Go duration etcd accepts for periodic retention (`1h`, `30m`,
+/// `1h30m`, `90s`), or a bare number of hours.
+fn is_duration(s: &str) -> bool {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) {
+        return true;
+    }
+    let mut rest = s;
+    let mut any = false;
+    while !rest.is_empty() {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return false;
+        }
+        rest = &rest[digits..];
+        let unit = ["ms", "h", "m", "s"]
+            .into_iter()
+            .find(|u| rest.starts_with(u));
+        match unit {
+            Some(u) => rest = &rest[u.len()..],
+            None => return false,
+        }
+        any = true;
+    }
+    any
+}
+
+fn retention(m: &Map<String, Value>, mode: CompactionMode) -> Result<String, String> {
+    let v = match m.get("auto_compaction_retention") {
+        Some(Value::Number(n)) => n.to_string(),
+        _ => string(m, "auto_compaction_retention")?
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    };
+    let ok = v.is_empty()
+        || match mode {
+            CompactionMode::Periodic => is_duration(&v) && !v.trim_start_matches('0').is_empty(),
+            CompactionMode::Revision => v.parse::<u64>().is_ok_and(|n| n > 0),
+        };
+    if ok {
+        return Ok(v);
+    }
+    Err(match mode {
+        CompactionMode::Periodic => format!(
+            "config auto_compaction_retention={v:?} is not a duration such as 1h, 30m or 1h30m (auto_compaction_mode=periodic)"
+        ),
+        CompactionMode::Revision => format!(
+            "config auto_compaction_retention={v:?} is not a positive number of revisions (auto_compaction_mode=revision)"
+        ),
+    })
 }
 
 fn int(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
@@ -242,7 +346,20 @@ impl CharmConfig {
             tls_cipher_suites: cipher_suites(m)?,
             nagios_context: nagios(m, "nagios_context", &d.nagios_context)?,
             nagios_servicegroups: nagios(m, "nagios_servicegroups", &d.nagios_servicegroups)?,
+            quota_backend_bytes: quota(m)?,
+            auto_compaction_mode: compaction_mode(m)?,
+            auto_compaction_retention: retention(m, compaction_mode(m)?)?,
         })
+    }
+
+    /// The space options as etcd.conf.yml takes them: only what is set.
+    pub fn storage_options(&self) -> crate::render::StorageOptions {
+        let retention = !self.auto_compaction_retention.is_empty();
+        crate::render::StorageOptions {
+            quota_backend_bytes: (self.quota_backend_bytes > 0).then_some(self.quota_backend_bytes),
+            auto_compaction_mode: retention.then(|| self.auto_compaction_mode.as_str().to_string()),
+            auto_compaction_retention: retention.then(|| self.auto_compaction_retention.clone()),
+        }
     }
 }
 
@@ -324,6 +441,67 @@ mod tests {
             (
                 json!({"nagios_servicegroups": true}),
                 "nagios_servicegroups",
+            ),
+        ] {
+            let e = parse(v.clone()).unwrap_err();
+            assert!(e.contains(needle), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn space_options() {
+        let c = parse(json!({"quota_backend_bytes": 4194304, "auto_compaction_retention": "1h"}))
+            .unwrap();
+        let s = c.storage_options();
+        assert_eq!(s.quota_backend_bytes, Some(4 << 20));
+        assert_eq!(s.auto_compaction_mode.as_deref(), Some("periodic"));
+        assert_eq!(s.auto_compaction_retention.as_deref(), Some("1h"));
+        let r =
+            parse(json!({"auto_compaction_mode": "revision", "auto_compaction_retention": "1000"}))
+                .unwrap();
+        assert_eq!(
+            r.storage_options().auto_compaction_mode.as_deref(),
+            Some("revision")
+        );
+        // Defaults as config-get hands them over: nothing is written.
+        let d = parse(
+            json!({"quota_backend_bytes": 0, "auto_compaction_mode": "periodic",
+            "auto_compaction_retention": ""}),
+        )
+        .unwrap();
+        assert_eq!(d, CharmConfig::default());
+        assert_eq!(d.storage_options(), Default::default());
+        for t in ["1h30m", "90s", "5m", "24", "500ms"] {
+            assert!(
+                parse(json!({"auto_compaction_retention": t})).is_ok(),
+                "{t}"
+            );
+        }
+        for (v, needle) in [
+            (json!({"quota_backend_bytes": -1}), "quota_backend_bytes=-1"),
+            (
+                json!({"quota_backend_bytes": (8i64 << 30) + 1}),
+                "above 8 GiB",
+            ),
+            (
+                json!({"auto_compaction_mode": "hourly"}),
+                "auto_compaction_mode",
+            ),
+            (
+                json!({"auto_compaction_retention": "1 hour"}),
+                "auto_compaction_retention",
+            ),
+            (
+                json!({"auto_compaction_retention": "h"}),
+                "auto_compaction_retention",
+            ),
+            (
+                json!({"auto_compaction_retention": "0"}),
+                "auto_compaction_retention",
+            ),
+            (
+                json!({"auto_compaction_mode": "revision", "auto_compaction_retention": "1h"}),
+                "revisions",
             ),
         ] {
             let e = parse(v.clone()).unwrap_err();

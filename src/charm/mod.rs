@@ -2,6 +2,9 @@
 //! while a pass made progress (bounded), then one status by priority.
 
 pub mod actions;
+pub mod actions_debug;
+pub mod actions_ops;
+pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
 pub mod checks;
@@ -149,6 +152,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
             } else {
                 healthy_peers(&o, &service)
             };
+            found.extend(alarms::statuses(&o));
             return Ok(with_notes(final_status(&found, healthy), &p.notes));
         }
     }
@@ -174,9 +178,10 @@ fn healthy_peers(o: &observe::Observed, service: &Service) -> Option<usize> {
     voter_peers(&v)
 }
 
-/// Members in the list, if the member that answered is a voter with a leader.
+/// Started voters that answer, if the member that answered is a voter
+/// with a leader (learners, unstarted and unreachable members do not count).
 fn voter_peers(v: &crate::etcd::ClusterView) -> Option<usize> {
-    (!v.status.is_learner && v.status.leader != 0).then_some(v.members.len())
+    alarms::healthy_peers(v)
 }
 
 #[cfg(test)]

@@ -82,6 +82,11 @@ pub struct Observed {
     pub endpoints: super::endpoints::Endpoints,
     /// The `data` storage volume: fstab, mount, attached device.
     pub storage: crate::storage::StorageFacts,
+    /// Alarms raised in the cluster (read only when this unit's member
+    /// answers: one call).
+    pub alarms: Vec<super::alarms::AlarmSeen>,
+    /// Size of the file system holding the data dir (to judge the quota).
+    pub data_fs_bytes: Option<u64>,
 }
 
 impl Observed {
@@ -368,6 +373,10 @@ pub fn observe_with(
         (mode == Mode::Hook).then_some(tools),
     )?;
     let monitoring = super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?;
+    let alarms = match &local {
+        Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
+        None => Vec::new(),
+    };
     let observed = Observed {
         storage,
         event: ctx.event.clone(),
@@ -396,6 +405,8 @@ pub fn observe_with(
         fresh_token: super::token::generate(),
         leader_seen: is_leader.then_some(asked_leader),
         goal_units,
+        alarms,
+        data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
     };
     Ok((observed, unread))
 }

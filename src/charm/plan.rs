@@ -256,6 +256,7 @@ pub fn desired_config(
         heartbeat_interval: c.heartbeat_interval,
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
+        storage: c.storage_options(),
     }
 }
 

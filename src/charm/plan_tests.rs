@@ -70,6 +70,8 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         leader_seen: None,
         goal_units: None,
         endpoints: Default::default(),
+        alarms: Vec::new(),
+        data_fs_bytes: None,
     }
 }
 
@@ -1037,3 +1039,25 @@ mod cleanup;
 
 /// A member whose WAL is gone (issue 10.4).
 mod walloss;
+#[test]
+fn a_quota_or_compaction_change_rewrites_the_config_and_restarts() {
+    let mut o = healthy_leader();
+    o.config_text = Some(settled_config(&o, &CharmConfig::default()));
+    o.config = Ok(CharmConfig {
+        quota_backend_bytes: 4 << 20,
+        auto_compaction_retention: "1h".into(),
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), None);
+    let text = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the config is rewritten");
+    assert!(text.contains("quota-backend-bytes: 4194304"), "{text}");
+    assert!(text.contains("auto-compaction-retention: \"1h\""), "{text}");
+    assert!(p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
+}
