@@ -192,7 +192,7 @@ fn snapshot(ctx: &ActionCtx) -> Result<Databag> {
         )));
     }
     std::fs::create_dir_all(&dir).map_err(crate::error::io("creating", &dir))?;
-    let stamp = super::apply::utc_stamp(SystemTime::now());
+    let stamp = crate::stamp::utc_stamp(SystemTime::now());
     let file = dir.join(format!("etcd-snapshot-{stamp}.db"));
     ctx.log(&format!("streaming a snapshot from {ep}"));
     // A stream that fails part way leaves its `.part`: remove it, so

@@ -51,7 +51,7 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
 pub fn debug(ctx: &ActionCtx) -> Result<Databag> {
     let paths = ctx.paths;
     let service = Service::from_env(paths.clone(), "auto");
-    let stamp = super::apply::utc_stamp(SystemTime::now());
+    let stamp = crate::stamp::utc_stamp(SystemTime::now());
     let name = format!("etcd-debug-{}-{stamp}", ctx.unit.replace('/', "-"));
     let staging = std::env::temp_dir().join(format!("{name}.{}", std::process::id()));
     let dir = staging.join(&name);

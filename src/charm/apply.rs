@@ -531,8 +531,6 @@ pub fn write_config(
     Ok(None)
 }
 
-pub use crate::stamp::utc_stamp;
-
 /// Moves `<data_dir>/member` to `<data_dir>/member.backup-<stamp>`: never
 /// deleted (rule 4), and etcd only ever looks at `member/`.
 pub fn move_aside(data_dir: &Path, reason: &str) -> Result<std::path::PathBuf> {

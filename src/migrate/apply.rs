@@ -15,7 +15,7 @@ pub type Report<'a> = &'a mut dyn FnMut(&str);
 /// Performs one step. `Ok(Some(message))`: the step found something an
 /// operator must look at (blocked); nothing was lost.
 pub fn apply(step: &MigrationStep, report: Report<'_>) -> Result<Option<String>> {
-    let stamp = crate::charm::apply::utc_stamp(SystemTime::now());
+    let stamp = crate::stamp::utc_stamp(SystemTime::now());
     match step {
         MigrationStep::Snapshot {
             member_dir,
@@ -38,7 +38,7 @@ pub fn apply(step: &MigrationStep, report: Report<'_>) -> Result<Option<String>>
             ids,
             to,
         } => verify(from, wal_dir.as_deref(), copy, *ids, to),
-        MigrationStep::Promote { from, to } => promote(from, to).map(|_| None),
+        MigrationStep::MoveIntoPlace { from, to } => move_into_place(from, to).map(|_| None),
     }
 }
 
@@ -64,14 +64,7 @@ pub(super) fn create_private_dir(dir: &Path) -> Result<()> {
 
 /// `<path>.<suffix>-<stamp>`, with `-2`, `-3`… when that exists already.
 fn aside_target(path: &Path, kind: Aside, stamp: &str) -> PathBuf {
-    let base = format!("{}-{stamp}", aside_base(path, kind));
-    let mut target = parent(path).join(&base);
-    let mut n = 2;
-    while target.symlink_metadata().is_ok() {
-        target = parent(path).join(format!("{base}-{n}"));
-        n += 1;
-    }
-    target
+    crate::aside::free_name(parent(path), &aside_base(path, kind), stamp)
 }
 
 /// Renames `path` aside; a missing `path` is already done.
@@ -156,7 +149,7 @@ fn rename_member(from: &Path, to: &Path) -> Result<()> {
     sync_dir(parent(from))
 }
 
-fn promote(from: &Path, to: &Path) -> Result<()> {
+fn move_into_place(from: &Path, to: &Path) -> Result<()> {
     rename_member(from, to)
 }
 

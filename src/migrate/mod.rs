@@ -129,7 +129,7 @@ pub enum MigrationStep {
         to: PathBuf,
     },
     /// Renames the verified copy to `C/member`.
-    Promote { from: PathBuf, to: PathBuf },
+    MoveIntoPlace { from: PathBuf, to: PathBuf },
 }
 
 impl MigrationStep {
@@ -147,7 +147,8 @@ impl MigrationStep {
             MigrationStep::Rename { .. } => "migrate-rename",
             MigrationStep::Copy { .. } => "migrate-copy",
             MigrationStep::Verify { .. } => "migrate-verify",
-            MigrationStep::Promote { .. } => "migrate-promote",
+            // The key predates the name; crash tests arm it.
+            MigrationStep::MoveIntoPlace { .. } => "migrate-promote",
         }
     }
 }
@@ -198,7 +199,7 @@ impl std::fmt::Display for MigrationStep {
                 d(copy),
                 d(to)
             ),
-            MigrationStep::Promote { from, to } => {
+            MigrationStep::MoveIntoPlace { from, to } => {
                 write!(f, "rename {} to {}", d(from), d(to))
             }
         }

@@ -211,7 +211,7 @@ fn plan_steps(layout: &DiskLayout, paths: &Paths, member_name: &str) -> Migratio
                 }
             }
             steps.extend(walless_canonical(canonical, &canon_dir));
-            steps.push(MigrationStep::Promote {
+            steps.push(MigrationStep::MoveIntoPlace {
                 from: v.path.clone(),
                 to: canon_dir.join("member"),
             });
@@ -394,7 +394,7 @@ fn finish_copy_steps(
         kind: Aside::Migrated,
     });
     steps.extend(walless_canonical(canonical, canon_dir));
-    steps.push(MigrationStep::Promote {
+    steps.push(MigrationStep::MoveIntoPlace {
         from: verified,
         to: canon_dir.join("member"),
     });

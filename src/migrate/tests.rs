@@ -205,7 +205,7 @@ fn another_file_system_or_forced_copy_takes_the_copy_path() {
     );
     assert_eq!(
         steps[4],
-        MigrationStep::Promote {
+        MigrationStep::MoveIntoPlace {
             from: h(CANON).join(VERIFIED),
             to: h(CANON).join("member"),
         }
