@@ -192,6 +192,11 @@ impl Invocation {
         Invocation::new("open-port", &[&format!("{port}/tcp")])
     }
 
+    /// `close-port <port>/tcp`
+    pub fn close_port(port: u16) -> Invocation {
+        Invocation::new("close-port", &[&format!("{port}/tcp")])
+    }
+
     /// `action-get --format=json`
     pub fn action_get() -> Invocation {
         Invocation::new("action-get", &[JSON])
@@ -541,6 +546,10 @@ impl HookTools {
     /// `port/tcp`
     pub fn open_port(&self, port: u16) -> Result<()> {
         self.run_unit(&Invocation::open_port(port))
+    }
+    /// `port/tcp`
+    pub fn close_port(&self, port: u16) -> Result<()> {
+        self.run_unit(&Invocation::close_port(port))
     }
     pub fn action_get(&self) -> Result<serde_json::Map<String, Value>> {
         let inv = Invocation::action_get();

@@ -59,6 +59,7 @@ impl Applier<'_> {
             if matches!(
                 step,
                 Step::OpenPort(_)
+                    | Step::ClosePort(_)
                     | Step::SetVersion(_)
                     | Step::Publish(_)
                     | Step::PublishClient { .. }
@@ -171,6 +172,7 @@ impl Applier<'_> {
                 );
             }
             Step::OpenPort(p) => self.tools.open_port(*p)?,
+            Step::ClosePort(p) => self.tools.close_port(*p)?,
             Step::SetVersion(v) => self.tools.application_version_set(v)?,
             Step::Migrate(m) => {
                 self.tools.status_set(
@@ -489,6 +491,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::RemoveMember { .. } => "remove-member",
         Step::MoveDataAside { .. } => "move-aside",
         Step::OpenPort(_) => "open-port",
+        Step::ClosePort(_) => "close-port",
         Step::SetVersion(_) => "set-version",
         Step::Migrate(m) => m.key(),
         Step::VerifyMember(_) => "verify-member",

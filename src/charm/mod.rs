@@ -125,6 +125,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                 matches!(
                     s,
                     plan::Step::OpenPort(_)
+                        | plan::Step::ClosePort(_)
                         | plan::Step::Volume(crate::storage::VolumeStep::ConnectMedia)
                         | plan::Step::SetVersion(_)
                         | plan::Step::Publish(_)

@@ -94,6 +94,8 @@ pub enum Step {
         reason: String,
     },
     OpenPort(u16),
+    /// The client port etcd.conf.yml advertised before `port` changed.
+    ClosePort(u16),
     SetVersion(String),
     /// Moves this unit's member toward the canonical data dir (migrate.rs).
     Migrate(MigrationStep),
@@ -151,6 +153,7 @@ impl std::fmt::Display for Step {
                 write!(f, "move {}/member aside ({reason})", data_dir.display())
             }
             Step::OpenPort(p) => write!(f, "open port {p}/tcp"),
+            Step::ClosePort(p) => write!(f, "close port {p}/tcp"),
             Step::SetVersion(v) => write!(f, "set the application version to {v}"),
             Step::Migrate(m) => write!(f, "{m}"),
             Step::VerifyMember(ids) => {
@@ -606,10 +609,22 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         Event::Start | Event::UpgradeCharm | Event::ConfigChanged | Event::Install
     ) || p.steps.contains(&Step::StartEtcd);
     if (o.active || p.steps.contains(&Step::StartEtcd)) && settling {
+        // A changed `port`: the one etcd.conf.yml still advertises is
+        // closed (it is known without asking the agent for opened-ports).
+        if let Some(old) = advertised_port(o).filter(|p| *p != c.port) {
+            p.steps.push(Step::ClosePort(old));
+        }
         p.steps.push(Step::OpenPort(c.port));
         if let Some(v) = &o.etcd_version {
             p.steps.push(Step::SetVersion(v.clone()));
         }
     }
     p
+}
+
+/// The port of the first client URL the etcd.conf.yml on disk advertises.
+fn advertised_port(o: &Observed) -> Option<u16> {
+    let urls = o.disk.found_config()?.advertise_client_urls.as_deref()?;
+    let first = urls.split(',').next()?.trim();
+    first.rsplit_once(':')?.1.trim_end_matches('/').parse().ok()
 }

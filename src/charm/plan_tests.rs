@@ -1061,3 +1061,25 @@ fn a_quota_or_compaction_change_rewrites_the_config_and_restarts() {
     assert!(text.contains("auto-compaction-retention: \"1h\""), "{text}");
     assert!(p.steps.contains(&Step::RestartEtcd), "{:?}", p.steps);
 }
+
+#[test]
+fn a_changed_port_closes_the_one_the_config_still_advertises() {
+    let mut o = healthy_leader();
+    o.event = Event::ConfigChanged;
+    o.disk.config = Some(Ok(FoundConfig {
+        advertise_client_urls: Some("http://10.0.0.1:2379".into()),
+        ..Default::default()
+    }));
+    o.config = Ok(CharmConfig {
+        port: 4002,
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), None);
+    let close = p.steps.iter().position(|s| *s == Step::ClosePort(2379));
+    let open = p.steps.iter().position(|s| *s == Step::OpenPort(4002));
+    assert!(close.is_some() && close < open, "{:?}", p.steps);
+    // The same port as configured: nothing to close.
+    o.config = Ok(CharmConfig::default());
+    let p = plan(&o, &paths(), None);
+    assert!(!p.steps.iter().any(|s| matches!(s, Step::ClosePort(_))));
+}
