@@ -339,7 +339,11 @@ pub async fn promote(endpoints: impl Into<Endpoints>, id: u64) -> Result<()> {
 }
 
 /// `member update`: replaces a member's peer URLs.
-pub async fn update_peer_url(endpoints: impl Into<Endpoints>, id: u64, peer_url: &str) -> Result<()> {
+pub async fn update_peer_url(
+    endpoints: impl Into<Endpoints>,
+    id: u64,
+    peer_url: &str,
+) -> Result<()> {
     let eps = endpoints.into();
     let label = eps.label();
     let mut c = connect(&eps).await?;
