@@ -247,6 +247,7 @@ pub fn desired_config(
         heartbeat_interval: c.heartbeat_interval,
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
+        tls: None,
     }
 }
 

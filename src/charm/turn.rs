@@ -273,6 +273,7 @@ mod tests {
                 heartbeat_interval: 100,
                 election_timeout: 1000,
                 strict_reconfig_check: true,
+                tls: None,
             }),
         }
     }
