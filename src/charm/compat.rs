@@ -194,7 +194,10 @@ pub struct Comparison {
     pub options: Vec<(String, Change)>,
 }
 
-fn diffs<T>(old: &T, new: &T, fields: &[(&str, fn(&T) -> String)]) -> Vec<String> {
+/// A named field and how to show it.
+type Field<'a, T> = (&'a str, fn(&T) -> String);
+
+fn diffs<T>(old: &T, new: &T, fields: &[Field<'_, T>]) -> Vec<String> {
     fields
         .iter()
         .filter_map(|(what, get)| {
