@@ -420,3 +420,29 @@ pub fn block_on<T, E: From<EtcdError>>(
         .map_err(|e| etcd_err("", "call", format!("cannot start the async runtime: {e}")))?
         .block_on(fut)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_alone_mean_plain_and_one_member_keeps_the_credentials() {
+        let v = vec!["http://a:2379".to_string(), "http://b:2379".to_string()];
+        assert_eq!(Endpoints::from(&v), Endpoints::new(v.clone(), None));
+        assert_eq!(
+            Endpoints::from(v.as_slice()).label(),
+            "http://a:2379,http://b:2379"
+        );
+        assert_eq!(Endpoints::from("http://a:2379").urls, ["http://a:2379"]);
+        let tls = ClientTls {
+            ca_pem: "CA".into(),
+            cert_pem: "CERT".into(),
+            key_pem: "SECRET KEY TEXT".into(),
+        };
+        let eps = Endpoints::new(v, Some(tls.clone()));
+        let one = eps.only("https://b:2379");
+        assert_eq!(one.urls, ["https://b:2379"]);
+        assert_eq!(one.tls, Some(tls));
+        assert!(!format!("{eps:?}").contains("SECRET"));
+    }
+}
