@@ -96,6 +96,15 @@ fn legacy_ca_issues_rotates_and_withdraws() {
         let issued = legacy::parse_provider(u, &provider).unwrap();
         assert_eq!(issued.server.unwrap().cert.trim(), crt.trim());
         assert!(issued.client.is_some() && issued.ca.is_some());
+        // The client_cert_requests answer: a pair for `etcd-client`.
+        let asked = &issued.processed_client["etcd-client"];
+        let info = cert::parse(&asked.cert).unwrap();
+        assert_eq!(info.subject_cn.as_deref(), Some("etcd-client"));
+        assert!(cert::signed_by(&asked.cert, issued.ca.as_deref().unwrap()).unwrap());
+        assert!(PrivateKey::from_pem(&asked.key)
+            .unwrap()
+            .matches_cert(&asked.cert)
+            .unwrap());
         // And the request it wrote is the legacy one.
         let own = bag(&sim, u, &format!("- {u}"));
         assert_eq!(own["unit_name"], u);
