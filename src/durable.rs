@@ -8,6 +8,16 @@ use std::path::Path;
 
 /// Writes `bytes` to `path` durably and atomically; creates the parent dir.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, None)
+}
+
+/// As [`write_atomic`], for a private key: the file is 0600 from its
+/// creation (the temp file never exists with wider permissions).
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, Some(0o600))
+}
+
+fn write_atomic_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::Error::other(format!(
             "{} names no file",
@@ -26,7 +36,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::process::id()
     ));
     let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = match mode {
+            None => std::fs::File::create(&tmp)?,
+            Some(m) => {
+                use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(m)
+                    .open(&tmp)?;
+                // A temp file left by a crash keeps its old mode: set it.
+                f.set_permissions(std::fs::Permissions::from_mode(m))?;
+                f
+            }
+        };
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

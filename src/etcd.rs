@@ -4,9 +4,83 @@
 //! etcd-client load-balances over the endpoints it is given, so anything
 //! about one member (status, its own view) connects to that endpoint alone.
 
-use etcd_client::{Client, ConnectOptions, MemberAddOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, MemberAddOptions, TlsOptions};
 use std::future::Future;
 use std::time::Duration;
+
+/// What a client shows an etcd that has `client-cert-auth: true`: the CA
+/// that signed the server's certificate, and our client pair (PEM text).
+/// `Debug` names no key material.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca_pem", &format!("<{} bytes>", self.ca_pem.len()))
+            .field("cert_pem", &format!("<{} bytes>", self.cert_pem.len()))
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Whom to ask and how: the client URLs, and the client TLS to use on
+/// `https://` ones. Every call takes `impl Into<Endpoints>`, so a URL
+/// (`&str`, `&String`) or a list of them (`&[String]`, `&Vec<String>`)
+/// still means plain http, as before TLS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    pub urls: Vec<String>,
+    pub tls: Option<ClientTls>,
+}
+
+impl Endpoints {
+    pub fn new(urls: Vec<String>, tls: Option<ClientTls>) -> Self {
+        Endpoints { urls, tls }
+    }
+
+    /// The same credentials, one URL: a call about one member.
+    pub fn only(&self, url: &str) -> Endpoints {
+        Endpoints {
+            urls: vec![url.to_string()],
+            tls: self.tls.clone(),
+        }
+    }
+
+    pub fn label(&self) -> String {
+        self.urls.join(",")
+    }
+}
+
+impl From<&str> for Endpoints {
+    fn from(u: &str) -> Self {
+        Endpoints::new(vec![u.to_string()], None)
+    }
+}
+impl From<&String> for Endpoints {
+    fn from(u: &String) -> Self {
+        Endpoints::from(u.as_str())
+    }
+}
+impl From<&[String]> for Endpoints {
+    fn from(u: &[String]) -> Self {
+        Endpoints::new(u.to_vec(), None)
+    }
+}
+impl From<&Vec<String>> for Endpoints {
+    fn from(u: &Vec<String>) -> Self {
+        Endpoints::new(u.clone(), None)
+    }
+}
+impl From<&Endpoints> for Endpoints {
+    fn from(e: &Endpoints) -> Self {
+        e.clone()
+    }
+}
 
 /// A call to the live cluster failed: whom we asked (`endpoint`, empty when
 /// there was no one to ask), what we asked, and what came back. The charm's
@@ -127,17 +201,33 @@ async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
-async fn connect(endpoints: &[String]) -> Result<Client> {
-    let label = endpoints.join(",");
-    let opts = ConnectOptions::new()
-        .with_connect_timeout(CALL_TIMEOUT)
-        .with_timeout(CALL_TIMEOUT);
-    bounded(
-        &label,
-        "connect",
-        Client::connect(endpoints.to_vec(), Some(opts)),
-    )
-    .await
+/// A client on `eps`, each RPC bounded by `timeout`; https when `eps`
+/// carries client TLS. Rolling turns connect through this too.
+pub async fn connect_with(eps: &Endpoints, timeout: Duration) -> Result<Client> {
+    let label = eps.label();
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        .with_timeout(timeout);
+    if let Some(t) = &eps.tls {
+        opts = opts.with_tls(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(&t.ca_pem))
+                .identity(Identity::from_pem(&t.cert_pem, &t.key_pem)),
+        );
+    }
+    match tokio::time::timeout(timeout, Client::connect(eps.urls.clone(), Some(opts))).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(etcd_err(&label, "connect", e)),
+        Err(_) => Err(etcd_err(
+            &label,
+            "connect",
+            format!("no answer within {timeout:?}"),
+        )),
+    }
+}
+
+async fn connect(eps: &Endpoints) -> Result<Client> {
+    connect_with(eps, CALL_TIMEOUT).await
 }
 
 fn member_from(m: &etcd_client::Member) -> Member {
@@ -151,8 +241,10 @@ fn member_from(m: &etcd_client::Member) -> Member {
 }
 
 /// Status of the one member at `endpoint`.
-pub async fn member_status(endpoint: &str) -> Result<MemberStatus> {
-    let mut c = connect(&[endpoint.to_string()]).await?;
+pub async fn member_status(endpoint: impl Into<Endpoints>) -> Result<MemberStatus> {
+    let eps = endpoint.into();
+    let endpoint = &eps.label();
+    let mut c = connect(&eps).await?;
     let s = bounded(endpoint, "status", c.status()).await?;
     let h = s.header();
     Ok(MemberStatus {
@@ -168,9 +260,11 @@ pub async fn member_status(endpoint: &str) -> Result<MemberStatus> {
 
 /// The alarms raised in the cluster, as `endpoint` reports them: (member
 /// ID, alarm name such as `Nospace` or `Corrupt`).
-pub async fn alarms(endpoint: &str) -> Result<Vec<(u64, String)>> {
+pub async fn alarms(endpoint: impl Into<Endpoints>) -> Result<Vec<(u64, String)>> {
     use etcd_client::{AlarmAction, AlarmType};
-    let mut c = connect(&[endpoint.to_string()]).await?;
+    let eps = endpoint.into();
+    let endpoint = &eps.label();
+    let mut c = connect(&eps).await?;
     let r = bounded(
         endpoint,
         "alarm list",
@@ -184,12 +278,14 @@ pub async fn alarms(endpoint: &str) -> Result<Vec<(u64, String)>> {
 }
 
 /// The member list as `endpoint` sees it, with that member's status.
-pub async fn view_from(endpoint: &str) -> Result<ClusterView> {
-    let status = member_status(endpoint).await?;
-    let mut c = connect(&[endpoint.to_string()]).await?;
-    let list = bounded(endpoint, "member list", c.member_list()).await?;
+pub async fn view_from(endpoint: impl Into<Endpoints>) -> Result<ClusterView> {
+    let eps = endpoint.into();
+    let endpoint = eps.label();
+    let status = member_status(&eps).await?;
+    let mut c = connect(&eps).await?;
+    let list = bounded(&endpoint, "member list", c.member_list()).await?;
     Ok(ClusterView {
-        endpoint: endpoint.to_string(),
+        endpoint,
         status,
         members: list.members().iter().map(member_from).collect(),
     })
@@ -197,11 +293,12 @@ pub async fn view_from(endpoint: &str) -> Result<ClusterView> {
 
 /// The first endpoint that answers, tried in order. A learner cannot serve
 /// member list reliably, so voters are preferred when one answers.
-pub async fn view(endpoints: &[String]) -> Result<ClusterView> {
+pub async fn view(endpoints: impl Into<Endpoints>) -> Result<ClusterView> {
+    let eps = endpoints.into();
     let mut last = None;
     let mut learner_view = None;
-    for ep in endpoints {
-        match view_from(ep).await {
+    for ep in &eps.urls {
+        match view_from(eps.only(ep)).await {
             Ok(v) if v.status.is_learner => learner_view = Some(v),
             Ok(v) => return Ok(v),
             Err(e) => last = Some(e),
@@ -213,9 +310,10 @@ pub async fn view(endpoints: &[String]) -> Result<ClusterView> {
 }
 
 /// `member add --learner`. Returns the new member's ID.
-pub async fn add_learner(endpoints: &[String], peer_url: &str) -> Result<u64> {
-    let label = endpoints.join(",");
-    let mut c = connect(endpoints).await?;
+pub async fn add_learner(endpoints: impl Into<Endpoints>, peer_url: &str) -> Result<u64> {
+    let eps = endpoints.into();
+    let label = eps.label();
+    let mut c = connect(&eps).await?;
     let r = bounded(
         &label,
         &format!("member add --learner {peer_url}"),
@@ -227,9 +325,10 @@ pub async fn add_learner(endpoints: &[String], peer_url: &str) -> Result<u64> {
         .ok_or_else(|| etcd_err(&label, "member add", "response named no member"))
 }
 
-pub async fn promote(endpoints: &[String], id: u64) -> Result<()> {
-    let label = endpoints.join(",");
-    let mut c = connect(endpoints).await?;
+pub async fn promote(endpoints: impl Into<Endpoints>, id: u64) -> Result<()> {
+    let eps = endpoints.into();
+    let label = eps.label();
+    let mut c = connect(&eps).await?;
     bounded(
         &label,
         &format!("member promote {id:x}"),
@@ -240,9 +339,14 @@ pub async fn promote(endpoints: &[String], id: u64) -> Result<()> {
 }
 
 /// `member update`: replaces a member's peer URLs.
-pub async fn update_peer_url(endpoints: &[String], id: u64, peer_url: &str) -> Result<()> {
-    let label = endpoints.join(",");
-    let mut c = connect(endpoints).await?;
+pub async fn update_peer_url(
+    endpoints: impl Into<Endpoints>,
+    id: u64,
+    peer_url: &str,
+) -> Result<()> {
+    let eps = endpoints.into();
+    let label = eps.label();
+    let mut c = connect(&eps).await?;
     bounded(
         &label,
         &format!("member update {id:x} {peer_url}"),
@@ -252,9 +356,10 @@ pub async fn update_peer_url(endpoints: &[String], id: u64, peer_url: &str) -> R
     .map(|_| ())
 }
 
-pub async fn remove(endpoints: &[String], id: u64) -> Result<()> {
-    let label = endpoints.join(",");
-    let mut c = connect(endpoints).await?;
+pub async fn remove(endpoints: impl Into<Endpoints>, id: u64) -> Result<()> {
+    let eps = endpoints.into();
+    let label = eps.label();
+    let mut c = connect(&eps).await?;
     bounded(
         &label,
         &format!("member remove {id:x}"),
@@ -265,8 +370,10 @@ pub async fn remove(endpoints: &[String], id: u64) -> Result<()> {
 }
 
 /// Asks the raft leader (which must be `leader_endpoint`) to hand over.
-pub async fn move_leader(leader_endpoint: &str, target: u64) -> Result<()> {
-    let mut c = connect(&[leader_endpoint.to_string()]).await?;
+pub async fn move_leader(leader_endpoint: impl Into<Endpoints>, target: u64) -> Result<()> {
+    let eps = leader_endpoint.into();
+    let leader_endpoint = &eps.label();
+    let mut c = connect(&eps).await?;
     bounded(
         leader_endpoint,
         &format!("move-leader {target:x}"),
@@ -278,9 +385,11 @@ pub async fn move_leader(leader_endpoint: &str, target: u64) -> Result<()> {
 
 /// Streams a snapshot of the keyspace from the one member at `endpoint`
 /// into `dest` (written beside as `.part`, fsynced, renamed). Returns bytes.
-pub async fn snapshot_to(endpoint: &str, dest: &std::path::Path) -> Result<u64> {
+pub async fn snapshot_to(endpoint: impl Into<Endpoints>, dest: &std::path::Path) -> Result<u64> {
     use std::io::Write;
-    let mut c = connect(&[endpoint.to_string()]).await?;
+    let eps = endpoint.into();
+    let endpoint = &eps.label();
+    let mut c = connect(&eps).await?;
     let mut stream = bounded(endpoint, "snapshot", c.snapshot()).await?;
     let part = dest.with_extension("part");
     let io_err = |op: &'static str, p: &std::path::Path| {
@@ -335,6 +444,8 @@ pub struct MemberDetail {
     pub errors: Vec<String>,
 }
 
+/// Plain http, like the maintenance actions today; it takes [`Endpoints`]
+/// (and so TLS) once the charm serves TLS.
 async fn connect_for(endpoint: &str, timeout: Duration) -> Result<Client> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(CALL_TIMEOUT)
@@ -349,7 +460,7 @@ async fn connect_for(endpoint: &str, timeout: Duration) -> Result<Client> {
 
 /// Status of the one member at `endpoint`, with its db sizes.
 pub async fn member_detail(endpoint: &str) -> Result<MemberDetail> {
-    let mut c = connect(&[endpoint.to_string()]).await?;
+    let mut c = connect(&Endpoints::from(endpoint)).await?;
     let s = bounded(endpoint, "status", c.status()).await?;
     let h = s.header();
     Ok(MemberDetail {
@@ -371,7 +482,7 @@ pub async fn member_detail(endpoint: &str) -> Result<MemberDetail> {
 /// by its member and type). Returns the alarms that were disarmed.
 pub async fn alarm_disarm(endpoint: &str) -> Result<Vec<(u64, String)>> {
     use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
-    let mut c = connect(&[endpoint.to_string()]).await?;
+    let mut c = connect(&Endpoints::from(endpoint)).await?;
     let r = bounded(
         endpoint,
         "alarm list",
@@ -454,4 +565,30 @@ pub async fn reachable(members: &[Member], timeout: Duration) -> Vec<u64> {
     }
     out.sort_unstable();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_alone_mean_plain_and_one_member_keeps_the_credentials() {
+        let v = vec!["http://a:2379".to_string(), "http://b:2379".to_string()];
+        assert_eq!(Endpoints::from(&v), Endpoints::new(v.clone(), None));
+        assert_eq!(
+            Endpoints::from(v.as_slice()).label(),
+            "http://a:2379,http://b:2379"
+        );
+        assert_eq!(Endpoints::from("http://a:2379").urls, ["http://a:2379"]);
+        let tls = ClientTls {
+            ca_pem: "CA".into(),
+            cert_pem: "CERT".into(),
+            key_pem: "SECRET KEY TEXT".into(),
+        };
+        let eps = Endpoints::new(v, Some(tls.clone()));
+        let one = eps.only("https://b:2379");
+        assert_eq!(one.urls, ["https://b:2379"]);
+        assert_eq!(one.tls, Some(tls));
+        assert!(!format!("{eps:?}").contains("SECRET"));
+    }
 }

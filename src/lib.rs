@@ -19,7 +19,8 @@
 //! - `space`     — free space before a copy: need = size + margin, blocked when short.
 //! - `rolling`   — the cluster-wide turn (a leased lock in etcd) a unit holds while its member is down.
 //! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
-//! - `etcd`      — talking to the live cluster (health, members, membership changes).
+//! - `etcd`      — talking to the live cluster (health, members, membership changes), http or https.
+//! - `tls`       — certificates: reading, our key and CSR, SANs, cipher suites, both tls-certificates protocols, the files.
 //! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
 //! - `sim`       — jujusim, a generic local Juju model (no etcd knowledge inside).
 //! - `cli`       — what a person gets when running the binary outside a hook.
@@ -60,4 +61,5 @@ pub mod sim;
 pub mod space;
 pub mod stamp;
 pub mod storage;
+pub mod tls;
 pub mod wal;

@@ -61,6 +61,9 @@ pub struct EtcdConfig {
     pub strict_reconfig_check: bool,
     /// The backend quota and auto-compaction; each written only when set.
     pub storage: StorageOptions,
+    /// https on both listeners with client-cert auth; None renders the
+    /// plain config exactly as before TLS.
+    pub tls: Option<EtcdTls>,
 }
 
 /// etcd's space options. None: the line is not written and etcd's default
@@ -71,6 +74,31 @@ pub struct StorageOptions {
     /// `periodic` or `revision`; written with a retention only.
     pub auto_compaction_mode: Option<String>,
     pub auto_compaction_retention: Option<String>,
+}
+
+/// The TLS parts of etcd.conf.yml. One server certificate serves the
+/// client and the peer listener (as the Python charm did), and both
+/// demand a client certificate signed by `trusted_ca_file`. Paths as etcd
+/// sees them, like `data_dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    pub cert_file: String,
+    pub key_file: String,
+    pub trusted_ca_file: String,
+    /// `cipher-suites`, written only when non-empty (Go's defaults
+    /// otherwise); see `tls::ciphers` for keeping it in step with the key.
+    pub cipher_suites: Vec<String>,
+}
+
+impl EtcdTls {
+    fn transport_block(&self) -> String {
+        format!(
+            "\n  cert-file: {}\n  key-file: {}\n  trusted-ca-file: {}\n  client-cert-auth: true",
+            yaml_quote(&self.cert_file),
+            yaml_quote(&self.key_file),
+            yaml_quote(&self.trusted_ca_file)
+        )
+    }
 }
 
 impl EtcdConfig {
@@ -192,6 +220,25 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
                     .as_deref()
                     .map(yaml_quote),
             ),
+            (
+                "client_transport_security",
+                cfg.tls.as_ref().map(EtcdTls::transport_block),
+            ),
+            (
+                "peer_transport_security",
+                cfg.tls.as_ref().map(EtcdTls::transport_block),
+            ),
+            (
+                "cipher_suites",
+                cfg.tls
+                    .as_ref()
+                    .filter(|t| !t.cipher_suites.is_empty())
+                    .map(|t| {
+                        let q: Vec<String> =
+                            t.cipher_suites.iter().map(|c| yaml_quote(c)).collect();
+                        format!("[{}]", q.join(", "))
+                    }),
+            ),
         ],
     )
 }
@@ -221,6 +268,21 @@ struct RawConfig {
     auto_compaction_mode: Option<String>,
     #[serde(default)]
     auto_compaction_retention: Option<String>,
+    #[serde(default)]
+    client_transport_security: Option<RawTransport>,
+    #[serde(default)]
+    peer_transport_security: Option<RawTransport>,
+    #[serde(default)]
+    cipher_suites: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RawTransport {
+    cert_file: String,
+    key_file: String,
+    trusted_ca_file: String,
+    client_cert_auth: bool,
 }
 
 /// Parses a file we rendered back into the struct (strict: every key we
@@ -248,6 +310,22 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
             ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let tls = match (raw.client_transport_security, raw.peer_transport_security) {
+        (None, None) if raw.cipher_suites.is_none() => None,
+        (Some(c), Some(p)) if c == p && c.client_cert_auth => Some(EtcdTls {
+            cert_file: c.cert_file,
+            key_file: c.key_file,
+            trusted_ca_file: c.trusted_ca_file,
+            cipher_suites: raw.cipher_suites.unwrap_or_default(),
+        }),
+        _ => {
+            return Err(err(
+                "client- and peer-transport-security are not the same files with \
+                 client-cert-auth (this charm writes them so)"
+                    .to_string(),
+            ))
+        }
+    };
     Ok(EtcdConfig {
         name: raw.name,
         data_dir: raw.data_dir,
@@ -267,6 +345,7 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
             auto_compaction_mode: raw.auto_compaction_mode,
             auto_compaction_retention: raw.auto_compaction_retention,
         },
+        tls,
     })
 }
 
@@ -477,6 +556,7 @@ mod tests {
             election_timeout: 1000,
             strict_reconfig_check: true,
             storage: Default::default(),
+            tls: None,
         }
     }
 
@@ -504,6 +584,7 @@ mod tests {
             election_timeout: u64::MAX,
             strict_reconfig_check: false,
             storage: Default::default(),
+            tls: None,
         }
     }
 
@@ -523,6 +604,7 @@ mod tests {
             election_timeout: 2,
             strict_reconfig_check: false,
             storage: Default::default(),
+            tls: None,
         }
     }
 
@@ -736,6 +818,54 @@ mod tests {
         }
     }
 
+    /// three_members over https: both listeners with client-cert auth.
+    fn three_members_tls() -> EtcdConfig {
+        let https = |v: &[String]| {
+            v.iter()
+                .map(|u| u.replacen("http://", "https://", 1))
+                .collect()
+        };
+        let mut c = three_members();
+        c.listen_peer_urls = https(&c.listen_peer_urls);
+        c.listen_client_urls = https(&c.listen_client_urls);
+        c.initial_advertise_peer_urls = https(&c.initial_advertise_peer_urls);
+        c.advertise_client_urls = https(&c.advertise_client_urls);
+        c.initial_cluster = c
+            .initial_cluster
+            .iter()
+            .map(|(n, u)| (n.clone(), u.replacen("http://", "https://", 1)))
+            .collect();
+        c.tls = Some(EtcdTls {
+            cert_file: "/var/snap/etcd/common/server.crt".into(),
+            key_file: "/var/snap/etcd/common/server.key".into(),
+            trusted_ca_file: "/var/snap/etcd/common/ca.crt".into(),
+            cipher_suites: vec![
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into(),
+                "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384".into(),
+            ],
+        });
+        c
+    }
+
+    #[test]
+    fn golden_etcd_config_tls() {
+        let c = three_members_tls();
+        let text = render_etcd_config(&c);
+        golden("etcd.conf.tls.yml", &text);
+        assert_eq!(parse_etcd_config(&text).unwrap(), c);
+        // Without suites: no cipher-suites line, and it still reads back.
+        let mut plain_suites = c.clone();
+        plain_suites.tls.as_mut().unwrap().cipher_suites.clear();
+        let text = render_etcd_config(&plain_suites);
+        assert!(!text.contains("cipher-suites"), "{text}");
+        assert_eq!(parse_etcd_config(&text).unwrap(), plain_suites);
+        // A hand-edited file with only one transport section is refused.
+        let one = text.split("peer-transport-security").next().unwrap();
+        assert!(parse_etcd_config(one).is_err());
+        let plain = render_etcd_config(&three_members());
+        assert!(!plain.contains("transport-security"));
+    }
+
     #[test]
     fn golden_dropin() {
         let text = render_dropin(&production_dropin());
@@ -898,6 +1028,7 @@ mod tests {
             election_timeout: 1000,
             strict_reconfig_check: true,
             storage: Default::default(),
+            tls: None,
         };
         cfg.validate().unwrap();
         let file = tmp.path().join("etcd.conf.yml");

@@ -78,6 +78,7 @@ fn unit_with(me: &Member, cluster: &[Member], state: ClusterState, etcd_bin: &Pa
         // Lets member add/remove go through at once after a start.
         strict_reconfig_check: false,
         storage: Default::default(),
+        tls: None,
     };
     std::fs::create_dir_all(paths.common_dir()).unwrap();
     std::fs::write(paths.config_file(), render_etcd_config(&cfg)).unwrap();

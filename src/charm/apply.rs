@@ -567,6 +567,7 @@ mod tests {
             election_timeout: 1000,
             strict_reconfig_check: true,
             storage: Default::default(),
+            tls: None,
         };
         assert_eq!(write_config(&path, "ok\n", &c).unwrap(), None);
         c.initial_cluster

@@ -260,6 +260,7 @@ pub fn desired_config(
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
         storage: c.storage_options(),
+        tls: None,
     }
 }
 

@@ -254,6 +254,7 @@ mod tests {
                 election_timeout: 1000,
                 strict_reconfig_check: true,
                 storage: Default::default(),
+                tls: None,
             }),
         }
     }
