@@ -76,7 +76,13 @@ pub fn plan(o: &Observed, p: &mut Plan) {
     let Some(view) = o.cluster.as_ref().filter(|v| v.status.leader != 0) else {
         return;
     };
-    let cluster = view.cluster_string(false);
+    // Sorted by name: every unit publishes the same text, whatever order
+    // its member answered the member list in.
+    let mut pairs: Vec<&str> = Vec::new();
+    let all = view.cluster_string(false);
+    pairs.extend(all.split(',').filter(|p| !p.is_empty()));
+    pairs.sort_unstable();
+    let cluster = pairs.join(",");
     if cluster.is_empty() {
         return;
     }
@@ -117,7 +123,8 @@ mod tests {
                 is_learner: false,
                 errors: vec![],
             },
-            members: vec![m(1, "etcd0", "10.0.0.1"), m(2, "etcd1", "10.0.0.2")],
+            // The member list in the order a member may answer it.
+            members: vec![m(2, "etcd1", "10.0.0.2"), m(1, "etcd0", "10.0.0.1")],
         }
     }
 
