@@ -105,6 +105,24 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
                 .into(),
         )),
         "debug" => super::actions_debug::debug(&ctx),
+        // Declared with the Python charm's names so a runbook gets an
+        // answer it can act on instead of "action not defined".
+        "restore" => Err(Error::Other(
+            "restore: this revision of the charm does not restore snapshots yet; nothing was \
+             changed. Keep the snapshot file; to restore now, follow etcd's disaster-recovery \
+             guide (etcdctl snapshot restore on every member with the cluster's token)"
+                .into(),
+        )),
+        "snap-upgrade" => Err(Error::Other(
+            "snap-upgrade: every unit of this charm already runs etcd from the snap; there is no \
+             apt package to migrate from. To change the etcd version, set the channel option"
+                .into(),
+        )),
+        "cis-benchmark" => Err(Error::Other(
+            "cis-benchmark: not offered by this charm (it benchmarked the Python charm's \
+             Kubernetes snaps); run kube-bench against the control plane instead"
+                .into(),
+        )),
         other => Err(Error::Other(format!("unknown action {other}"))),
     }
 }
