@@ -275,35 +275,6 @@ pub(super) fn runtime_part(c: &EtcdConfig) -> EtcdConfig {
     }
 }
 
-/// Where the token comes from, or why none may be had yet.
-fn choose_token(
-    o: &Observed,
-    paths: &Paths,
-    may_generate: bool,
-) -> Result<Option<(String, TokenSource)>, String> {
-    let LeaderData { app, legacy } = &o.leader;
-    for (k, bag) in [("peer app databag", app), ("leader-get", legacy)] {
-        if let Some(t) = bag.get(TOKEN).filter(|t| !t.is_empty()) {
-            token::check(t).map_err(|e| format!("leadership data ({k}): {e}"))?;
-        }
-    }
-    if let Some(found) = token::recover(
-        app.get(TOKEN).map(|s| s.as_str()),
-        legacy.get(TOKEN).map(|s| s.as_str()),
-        &o.disk,
-        paths.unhost(paths.config_file()),
-    ) {
-        return Ok(Some(found));
-    }
-    if o.is_leader && may_generate {
-        return o
-            .fresh_token
-            .clone()
-            .map(|t| Some((t, TokenSource::Generated)));
-    }
-    Ok(None)
-}
-
 /// Keys held in one home of leadership data but not the other (e.g. written
 /// by leader-set before the peer relation existed): copied across, app
 /// databag first, so Juju 4 and older Juju read the same data.
@@ -504,7 +475,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
 
     // A token is created only with the bootstrap decision (bootstrap.rs).
     let undecided = super::bootstrap::decision(o) == super::bootstrap::Decision::Undecided;
-    let token = match choose_token(o, paths, !cluster_exists(o) && undecided) {
+    let token = match token::choose_token(o, paths, !cluster_exists(o) && undecided) {
         Err(e) => return p.block(e),
         Ok(t) => t,
     };

@@ -2,7 +2,10 @@
 //! record of it can be found (rule 1). Every later leader, retried hook and
 //! upgrade reads it back.
 
+use super::observe::{LeaderData, Observed};
+use super::plan::TOKEN;
 use crate::layout::DiskLayout;
+use crate::paths::Paths;
 use std::path::PathBuf;
 
 /// Where the token we will use came from, for logs and the dry run.
@@ -102,6 +105,35 @@ pub fn generate() -> Result<String, String> {
         return Err("the random source gave too few usable bytes".into());
     }
     Ok(token)
+}
+
+/// Where the token comes from, or why none may be had yet.
+pub(super) fn choose_token(
+    o: &Observed,
+    paths: &Paths,
+    may_generate: bool,
+) -> Result<Option<(String, TokenSource)>, String> {
+    let LeaderData { app, legacy } = &o.leader;
+    for (k, bag) in [("peer app databag", app), ("leader-get", legacy)] {
+        if let Some(t) = bag.get(TOKEN).filter(|t| !t.is_empty()) {
+            check(t).map_err(|e| format!("leadership data ({k}): {e}"))?;
+        }
+    }
+    if let Some(found) = recover(
+        app.get(TOKEN).map(|s| s.as_str()),
+        legacy.get(TOKEN).map(|s| s.as_str()),
+        &o.disk,
+        paths.unhost(paths.config_file()),
+    ) {
+        return Ok(Some(found));
+    }
+    if o.is_leader && may_generate {
+        return o
+            .fresh_token
+            .clone()
+            .map(|t| Some((t, TokenSource::Generated)));
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
