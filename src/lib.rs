@@ -2,42 +2,50 @@
 //! model that runs it against real etcd.
 //!
 //! # Layout
-//! - `context`   — which hook or action Juju is running, and the frozen JUJU_* context.
-//! - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
-//! - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
-//! - `diff`      — a small unified diff, for the upgrade dry run's view of etcd.conf.yml.
-//! - `stamp`     — UTC times as text (backup names, log lines), one civil-date algorithm.
-//! - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
-//! - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
-//! - `addr`      — URLs from host and port (IPv6 in brackets).
-//! - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
-//! - `restart`   — the restart policy the systemd drop-in and the direct supervisor share.
-//! - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
-//! - `layout`    — what is on disk: configs, data dirs, legacy locations, their members.
-//! - `migrate`   — moving a member out of a legacy location, crash-safely (mod: types; plan: pure; apply: executor; copy: copy engine).
-//! - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
-//! - `space`     — free space before a copy: need = size + margin, blocked when short.
-//! - `rolling`   — the cluster-wide turn (a leased lock in etcd) a unit holds while its member is down.
-//! - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
-//! - `etcd`      — talking to the live cluster (health, members, membership changes), http or https.
-//! - `tls`       — certificates: reading, our key and CSR, SANs, cipher suites, both tls-certificates protocols, the files.
-//! - `charm`     — the reconcile loop: observe → plan → apply, and the status it ends on.
-//! - `sim`       — jujusim, a generic local Juju model (no etcd knowledge inside).
-//! - `cli`       — what a person gets when running the binary outside a hook.
-//! - `error`     — the typed error every layer returns, with the file, member or tool.
-//! - `failpoint` — crash points for the crash-safety tests (inert unless armed).
+//! Floors, each importing only from floors below it (no import circle):
 //!
-//! Inside `charm`: `observe` (model, disk, cluster → plain data), `plan` (pure:
-//! steps and status; `join` plans a WAL-less unit's join, `with_wal` a
-//! member's start on its WAL, `clients` what the `db` relation gets), `apply` (the only code that changes anything), `token`,
-//! `turn` (the rolling-turn gate), `config`, `options` (what the Python
-//! charm's later options do), `actions`
-//! (+ `actions_ops`, `actions_debug`: the Python charm's actions), `alarms` (alarms and the quota in the status), `dryrun`, `dryrun_refresh` (what
-//! `juju refresh` keeps and drops), `compat` (Juju's refresh rules over two
-//! charms' metadata), `logging` (tracing → juju-log), `volume` (the data storage in the plan), and the monitoring
-//! endpoints: `monitoring` (prometheus, grafana, nrpe: observe, pure plan,
-//! apply), `nagios` (the nrpe files, rendered), `checks` (the `nrpe-check`
-//! Nagios plugins).
+//! 1. Facts and edges
+//!    - `context`   — which hook or action Juju is running, and the frozen JUJU_* context.
+//!    - `hooktools` — the only code that runs Juju hook tools; typed calls, typed errors.
+//!    - `paths`     — every host path, resolved under `ETCD_CHARM_ROOT`.
+//!    - `wal`       — reads a member's and cluster's IDs from a data dir's WAL.
+//!    - `diff`      — a small unified diff, for the dry run's view of etcd.conf.yml.
+//!    - `stamp`     — UTC times as text (backup names, log lines), one civil-date algorithm.
+//!    - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
+//!    - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
+//!    - `addr`      — URLs from host and port (IPv6 in brackets).
+//!    - `space`     — free space before a copy: need = size + margin.
+//!    - `restart`   — the restart policy the drop-in and the direct supervisor share.
+//!    - `failpoint` — crash points for the crash-safety tests (inert unless armed).
+//! 2. The workload
+//!    - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
+//!    - `layout`    — what is on disk: configs, data dirs, legacy locations, their members; the start guard.
+//!    - `etcd`      — talking to the live cluster (health, members, membership, maintenance), http or https.
+//!    - `service`   — starting and stopping etcd: the snap under systemd, or a direct process.
+//!    - `tls`       — certificates: reading, our key and CSR, SANs, cipher suites, both protocols, the files.
+//! 3. Procedures over the workload (these may return the charm's `error::Error`,
+//!    which wraps the lower floors' own errors through `From`)
+//!    - `migrate`   — a member out of a legacy location, crash-safely (plan / apply / copy engine).
+//!    - `rolling`   — the cluster-wide turn (a leased key in etcd) held while a member is down.
+//!    - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
+//! 4. The charm
+//!    - `charm`     — the reconcile loop: observe → plan → apply, the status it ends on; actions; the dry run.
+//!    - `cli`       — what a person gets when running the binary outside a hook.
+//!
+//! Inside `charm`: `observe` (model, disk, cluster → plain data); the pure
+//! plan: `plan` (the decision and the Step enum), `join` (a WAL-less unit),
+//! `with_wal` (a member starting on its WAL), `bootstrap` (two-phase),
+//! `leader` (membership), `lease` (leadership re-checks), `turn` (the
+//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`,
+//! `certificates`), `monitoring` + `nagios` (prometheus, grafana, nrpe),
+//! `volume` (the data storage), `alarms`, `options`, `token`, `config`;
+//! `apply` (the only code that changes anything); `actions`
+//! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
+//! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,
+//! drops and refuses); `logging` (tracing → juju-log).
+//!
+//! `sim` is a separate house: jujusim, a generic local Juju model that knows
+//! Juju and never etcd (its own map is in `sim/mod.rs`).
 
 pub mod addr;
 pub mod aside;
