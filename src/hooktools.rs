@@ -239,6 +239,11 @@ impl Invocation {
         Invocation::new("goal-state", &[JSON])
     }
 
+    /// `status-get --include-data --format=json`: the unit's workload status.
+    pub fn status_get() -> Invocation {
+        Invocation::new("status-get", &["--include-data", JSON])
+    }
+
     /// The error for output this invocation's tool printed but we cannot use.
     fn bad_output(&self, problem: impl std::fmt::Display, output: &str) -> HookToolError {
         const SHOWN: usize = 200;
@@ -526,6 +531,19 @@ impl HookTools {
     pub fn network_get_ingress(&self, binding: &str) -> Result<String> {
         let inv = Invocation::network_get(binding);
         parse_network_get(&inv, &self.run(&inv)?)
+    }
+    /// The unit's workload status and message as last set (`status-get`).
+    pub fn status_get(&self) -> Result<(String, String)> {
+        let inv = Invocation::status_get();
+        let object = parse_object(&inv, &self.run(&inv)?)?;
+        let text = |k: &str| {
+            object
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        Ok((text("status"), text("message")))
     }
     pub fn status_set(&self, kind: StatusKind, message: &str) -> Result<()> {
         self.run_unit(&Invocation::status_set(kind, message))
