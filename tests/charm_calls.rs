@@ -119,8 +119,9 @@ fn routine_hooks_on_a_settled_cluster_make_few_calls() {
     m.ok(&["settle"]);
     for (u, calls) in runs_since(&m, &before, "config-changed") {
         eprintln!(
-            "config-changed (no-op) {u} ({}): {calls} calls",
-            role(&m, &u)
+            "config-changed (no-op) {u} ({}): {calls} calls: {:?}",
+            role(&m, &u),
+            tools_of(&m, &u, "config-changed")
         );
         table.push(("config-changed, no-op", role(&m, &u), calls));
     }
@@ -144,8 +145,9 @@ fn routine_hooks_on_a_settled_cluster_make_few_calls() {
     assert!(!runs.is_empty(), "no peer relation-changed ran");
     for (u, calls) in runs {
         eprintln!(
-            "cluster-relation-changed (no-op) {u} ({}): {calls} calls",
-            role(&m, &u)
+            "cluster-relation-changed (no-op) {u} ({}): {calls} calls: {:?}",
+            role(&m, &u),
+            tools_of(&m, &u, "cluster-relation-changed")
         );
         table.push(("cluster-relation-changed, no-op", role(&m, &u), calls));
     }

@@ -30,12 +30,15 @@ pub fn update_status(tools: &HookTools, paths: &Paths) -> bool {
     let Some(view) = settled_view(paths) else {
         return false;
     };
-    let (want_kind, want_msg) = final_status(&[], Some(view.members.len()));
+    // The count the full reconcile would report, by the same function.
+    let (want_kind, want_msg) = final_status(&[], super::voter_peers(&view));
     match tools.status_get() {
-        Ok((kind, msg)) if kind == want_kind.as_str() && msg.trim() == want_msg => {}
+        Ok((kind, msg))
+            if want_kind == StatusKind::Active
+                && kind == want_kind.as_str()
+                && msg.trim() == want_msg => {}
         _ => return false,
     }
-    debug_assert_eq!(want_kind, StatusKind::Active);
     match tools.is_leader() {
         Ok(false) => true,
         Ok(true) => match tools.goal_state_units() {
@@ -57,8 +60,13 @@ fn settled_view(paths: &Paths) -> Option<ClusterView> {
         return None;
     }
     let v = etcd::block_on(etcd::view_from(&endpoint)).ok()?;
+    // Whatever the full reconcile would block on must keep this path shut:
+    // an error the member reports. (With the alarm statuses of branch
+    // `ops`, a raised alarm too: `&& alarms::observe(&endpoint, Some(&v))
+    // .is_empty()`, one etcd call, no hook tool.)
     let settled = !v.status.is_learner
         && v.status.leader != 0
+        && v.status.errors.is_empty()
         && found.name.is_some_and(|n| {
             v.members
                 .iter()
