@@ -202,3 +202,42 @@ fn the_shortcuts_still_act_on_config_removal_and_leadership() {
         assert_keys(&m.endpoint(&u), "quiet", 10);
     }
 }
+
+#[test]
+fn a_stray_member_is_still_removed_by_the_leaders_update_status() {
+    let m = settled();
+    let leader = m.leader();
+    // A member no unit claims, added behind the charm's back (never
+    // started); etcd refuses adds until every member has been up a while.
+    wait_until(
+        "etcd to take a member add",
+        std::time::Duration::from_secs(60),
+        || {
+            etcdctl(
+                &m.endpoint(&leader),
+                &[
+                    "member",
+                    "add",
+                    "stray",
+                    "--learner",
+                    "--peer-urls=http://127.0.0.1:29380",
+                ],
+            )
+            .status
+            .success()
+        },
+    );
+    assert_eq!(members(&m.endpoint(&leader)).len(), 4);
+    // A non-leader's update-status leaves it to the leader; the leader's removes it.
+    for u in m.units().into_iter().filter(|u| *u != leader) {
+        m.ok(&["update-status", &u]);
+    }
+    m.ok(&["update-status", &leader]);
+    let names: Vec<String> = members(&m.endpoint(&leader))
+        .into_iter()
+        .map(|x| x.1)
+        .collect();
+    assert_eq!(names, ["etcd0", "etcd1", "etcd2"]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(3);
+}
