@@ -72,6 +72,22 @@ def report(results, args):
             lines.append(f"| {hook}: hook-tool calls | {med([x['tool_calls'] for x in a]):.0f} | ops charm | "
                          f"{med([y['tool_calls'] for y in b]):.0f} | "
                          f"{ratio(med([x['tool_calls'] for x in a]) / med([y['tool_calls'] for y in b]))} | |")
+        pr = results.get("hooks_priced")
+        if pr:
+            # Calls per hook kind, and wall time with calls at jujusim's cost
+            # and re-priced at a real controller's (hooks.REAL_CALL_MS).
+            real, sim = pr["real_call_ms"], pr["sim_call_ms"]
+            for hook in ("update-status", "config-changed", "cluster-relation-changed"):
+                a, b = pr.get(f"{hook}|etcd"), pr.get(f"{hook}|etcd-ops")
+                if not (a and b):
+                    continue
+                if hook == "cluster-relation-changed":
+                    lines.append(f"| {hook}, nothing to change: hook-tool calls | {a['calls']:.0f} | ops charm | "
+                                 f"{b['calls']:.0f} | {ratio(a['calls'] / b['calls'])} | |")
+                lines.append(f"| {hook}: wall time, calls at jujusim's {ms(sim)} | {ms(a['wall_sim_ms'])} | "
+                             f"ops charm | {ms(b['wall_sim_ms'])} | {ratio(a['wall_sim_ms'] / b['wall_sim_ms'])} | |")
+                lines.append(f"| {hook}: wall time, calls at a controller's {ms(real)} | {ms(a['wall_real_ms'])} | "
+                             f"ops charm | {ms(b['wall_real_ms'])} | {ratio(a['wall_real_ms'] / b['wall_real_ms'])} | |")
     d = results.get("deploy")
     if d:
         dep = [r["deploy_s"] for r in d]

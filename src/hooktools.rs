@@ -537,6 +537,19 @@ impl HookTools {
         let inv = Invocation::network_get(binding);
         parse_network_get(&inv, &self.run(&inv)?)
     }
+    /// The unit's workload status and message as last set (`status-get`).
+    pub fn status_get(&self) -> Result<(String, String)> {
+        let inv = Invocation::status_get();
+        let object = parse_object(&inv, &self.run(&inv)?)?;
+        let text = |k: &str| {
+            object
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        Ok((text("status"), text("message")))
+    }
     pub fn status_set(&self, kind: StatusKind, message: &str) -> Result<()> {
         self.run_unit(&Invocation::status_set(kind, message))
     }
@@ -571,10 +584,6 @@ impl HookTools {
     /// `level`: DEBUG, INFO, WARNING, ERROR.
     pub fn juju_log(&self, level: &str, message: &str) -> Result<()> {
         self.run_unit(&Invocation::juju_log(level, message))
-    }
-    pub fn status_get(&self) -> Result<Value> {
-        let inv = Invocation::status_get();
-        parse_any(&inv, &self.run(&inv)?)
     }
     pub fn goal_state(&self) -> Result<Value> {
         let inv = Invocation::goal_state();

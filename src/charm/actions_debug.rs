@@ -109,7 +109,10 @@ pub fn debug(ctx: &ActionCtx) -> Result<Databag> {
         ),
     )?;
     let unit_status = match ctx.tools.status_get() {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
+        Ok((status, message)) => {
+            serde_json::to_string_pretty(&serde_json::json!({"status": status, "message": message}))
+                .unwrap_or_default()
+        }
         Err(e) => format!("status-get failed: {e}"),
     };
     write("unit-status.json", &unit_status)?;

@@ -23,6 +23,7 @@ pub mod nagios;
 pub mod observe;
 pub mod options;
 pub mod plan;
+pub mod quiet;
 pub mod token;
 pub mod turn;
 mod volume;
@@ -83,6 +84,10 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+        return ExitCode::SUCCESS;
+    }
+    // A settled unit's update-status needs no full observe (see quiet.rs).
+    if ctx.event == Event::UpdateStatus && quiet::update_status(&tools, &Paths::from_env()) {
         return ExitCode::SUCCESS;
     }
     match reconcile(ctx, &tools) {

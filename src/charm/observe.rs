@@ -210,15 +210,29 @@ pub fn observe_with(
         || false,
     )?;
     let has_leader_tools = ctx.has_leader_tools();
-    let peer_relation = tolerate(
-        mode,
-        u,
-        "the peer relation (relation-ids)",
-        || tools.relation_ids(PEER_ENDPOINT),
-        Vec::new,
-    )?
-    .into_iter()
-    .next();
+    // perf: in the peer relation's own hooks Juju names it
+    // (JUJU_RELATION_ID), so relation-ids would only repeat it; not in
+    // -broken, where the relation is gone.
+    let named_peer = match (&ctx.event, &ctx.relation) {
+        (Event::Relation { endpoint, kind }, Some(r))
+            if endpoint == PEER_ENDPOINT && *kind != RelationKind::Broken =>
+        {
+            Some(r.id.clone())
+        }
+        _ => None,
+    };
+    let peer_relation = match named_peer {
+        Some(rel) => Some(rel),
+        None => tolerate(
+            mode,
+            u,
+            "the peer relation (relation-ids)",
+            || tools.relation_ids(PEER_ENDPOINT),
+            Vec::new,
+        )?
+        .into_iter()
+        .next(),
+    };
     let mut leader = LeaderData::default();
     let mut own_bag = Databag::new();
     let mut peers = BTreeMap::new();
