@@ -204,6 +204,8 @@ fn a_tls_cluster_of_the_python_charm_is_taken_over_with_its_certificates() {
         let text = std::fs::read_to_string(up.paths(u).config_file()).unwrap();
         assert!(text.contains("client-cert-auth: true"), "{u}: {text}");
         assert!(!text.contains("http://"), "{u}: {text}");
+        let legacy = up.legacy_dir(u).display().to_string();
+        assert!(!text.contains(&legacy), "{u}: the charm rewrote it: {text}");
         assert!(
             matches!(etcd_charm::wal::read_ids(&up.m.data_dir(u)), Ok(Some(_))),
             "{u}: the member was moved to the canonical data dir"
@@ -213,6 +215,23 @@ fn a_tls_cluster_of_the_python_charm_is_taken_over_with_its_certificates() {
     assert_eq!(up.m.cluster_id(), format!("{cluster_id:x}"));
     let m = members(&all);
     assert_eq!(m.len(), 3, "{m:?}");
+
+    // Actions reach the member over https with the client pair.
+    let out =
+        up.m.ok(&["run-action", &up.units[0], "health", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"]["healthy"], "true", "{out}");
+    // So does the nrpe health check, run outside any hook.
+    let check = Command::new(env!("CARGO_BIN_EXE_etcd-charm"))
+        .args(["nrpe-check", "health"])
+        .env("ETCD_CHARM_ROOT", up.m.root(&up.units[0]))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "nrpe health: {}",
+        String::from_utf8_lossy(&check.stdout)
+    );
 
     // TLS is still demanded: no client certificate, no answer.
     let plain = Command::new("etcdctl")

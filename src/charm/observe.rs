@@ -430,6 +430,18 @@ pub const URL_KEYS: [&str; 4] = [
     "listen-client-urls",
 ];
 
+/// For code that runs without observe (actions, nrpe checks): the client
+/// pair when this unit's etcd.conf.yml serves https and the files are
+/// there, also installed as the process-wide pair (`etcd::set_client_tls`).
+pub fn local_tls(paths: &Paths) -> Option<etcd::ClientTls> {
+    let https = matches!(layout::read_found_config(paths), Some(Ok(c)) if serves_https(&c));
+    let tls = https
+        .then(|| crate::tls::files::client_tls(paths))
+        .flatten();
+    etcd::set_client_tls(tls.clone());
+    tls
+}
+
 /// Whether a found etcd.conf.yml serves any URL over https.
 pub fn serves_https(c: &layout::FoundConfig) -> bool {
     URL_KEYS
