@@ -201,20 +201,51 @@ async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
-/// A client on `eps`, each RPC bounded by `timeout`; https when `eps`
-/// carries client TLS. Rolling turns connect through this too.
-pub async fn connect_with(eps: &Endpoints, timeout: Duration) -> Result<Client> {
-    let label = eps.label();
-    let mut opts = ConnectOptions::new()
-        .with_connect_timeout(timeout)
-        .with_timeout(timeout);
-    if let Some(t) = &eps.tls {
-        opts = opts.with_tls(
+/// The client pair this process shows on `https://` URLs given without
+/// credentials of their own: set once by observe from the files on disk,
+/// so every call of a hook (observe, apply, the turn, actions, checks)
+/// reaches a TLS cluster through one place.
+static CLIENT_TLS: std::sync::RwLock<Option<ClientTls>> = std::sync::RwLock::new(None);
+
+/// Sets (or clears) the process-wide client pair; see [`CLIENT_TLS`].
+pub fn set_client_tls(tls: Option<ClientTls>) {
+    if let Ok(mut g) = CLIENT_TLS.write() {
+        *g = tls;
+    }
+}
+
+/// The TLS to use on `eps`: its own, or the process-wide pair when any of
+/// its URLs is https.
+pub fn tls_for(eps: &Endpoints) -> Option<ClientTls> {
+    if eps.tls.is_some() {
+        return eps.tls.clone();
+    }
+    if !eps.urls.iter().any(|u| u.starts_with("https://")) {
+        return None;
+    }
+    CLIENT_TLS.read().ok().and_then(|g| g.clone())
+}
+
+/// etcd-client options with `tls` (CA and client identity), if any.
+pub fn with_tls(opts: ConnectOptions, tls: Option<&ClientTls>) -> ConnectOptions {
+    match tls {
+        Some(t) => opts.with_tls(
             TlsOptions::new()
                 .ca_certificate(Certificate::from_pem(&t.ca_pem))
                 .identity(Identity::from_pem(&t.cert_pem, &t.key_pem)),
-        );
+        ),
+        None => opts,
     }
+}
+
+/// A client on `eps`, each RPC bounded by `timeout`; https when `eps`
+/// carries client TLS (or the process-wide pair applies, see [`tls_for`]).
+pub async fn connect_with(eps: &Endpoints, timeout: Duration) -> Result<Client> {
+    let label = eps.label();
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        .with_timeout(timeout);
+    let opts = with_tls(opts, tls_for(eps).as_ref());
     match tokio::time::timeout(timeout, Client::connect(eps.urls.clone(), Some(opts))).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(etcd_err(&label, "connect", e)),

@@ -132,6 +132,8 @@ async fn connect(endpoint: &str) -> Result<Client> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(TURN_CALL)
         .with_timeout(TURN_CALL);
+    let tls = etcd::tls_for(&etcd::Endpoints::from(endpoint));
+    let opts = etcd::with_tls(opts, tls.as_ref());
     call(endpoint, "connect", Client::connect([endpoint], Some(opts))).await
 }
 

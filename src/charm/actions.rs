@@ -60,7 +60,11 @@ impl ActionCtx<'_> {
 fn context<'a>(tools: &'a HookTools, paths: &'a Paths) -> Result<ActionCtx<'a>> {
     let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Config)?;
     let addr = tools.network_get_ingress(super::observe::CLIENT_ENDPOINT)?;
-    let own = crate::addr::http(&addr, cfg.port);
+    let scheme = match super::observe::local_tls(paths) {
+        Some(_) => "https",
+        None => "http",
+    };
+    let own = crate::addr::url(scheme, &addr, cfg.port);
     let mut endpoints = vec![own.clone()];
     if let Some(rel) = tools
         .relation_ids(super::observe::PEER_ENDPOINT)?
@@ -99,9 +103,9 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
         "compact" => ops::compact(&ctx),
         "defrag" => ops::defrag(&ctx),
         "package-client-credentials" => Err(Error::Other(
-            "package-client-credentials: this charm does not serve etcd over TLS yet, so there \
-             are no client certificates to package; clients connect over plain http to the \
-             db relation's connection_string. TLS support is being built separately."
+            "package-client-credentials: not packaged by this revision; on a unit serving TLS \
+             the db relation carries the client pair and CA (client_cert, client_key, \
+             client_ca), otherwise clients connect over plain http to its connection_string."
                 .into(),
         )),
         "debug" => super::actions_debug::debug(&ctx),

@@ -84,12 +84,13 @@ fn endpoint(paths: &Paths) -> Result<String, Verdict> {
         )
     })?;
     let ep = endpoint_from_config(&text).map_err(|e| Verdict::new(Level::Unknown, e))?;
-    // TODO(tls): with certificates, connect with the client pair from
-    // /var/snap/etcd/common instead of refusing https.
-    if ep.starts_with("https://") {
+    // Over https, connect with the client pair from /var/snap/etcd/common.
+    if ep.starts_with("https://") && crate::charm::observe::local_tls(paths).is_none() {
         return Err(Verdict::new(
             Level::Unknown,
-            format!("{ep} is https and this charm has no client certificate yet"),
+            format!(
+                "{ep} is https and the client certificate files in /var/snap/etcd/common are missing or do not match"
+            ),
         ));
     }
     Ok(ep)

@@ -24,6 +24,13 @@ pub(super) fn plan_clients(o: &Observed, c: &CharmConfig, p: &mut Plan) {
     if let Some(v) = &o.etcd_version {
         want.insert("version".into(), v.clone());
     }
+    // Over TLS, clients need the client pair and the CA (the same files on
+    // every unit, so every unit publishes the same text).
+    if let Some(t) = &o.tls {
+        want.insert("client_cert".into(), t.cert_pem.clone());
+        want.insert("client_key".into(), t.key_pem.clone());
+        want.insert("client_ca".into(), t.ca_pem.clone());
+    }
     for (rel, have) in &o.clients {
         let changed: Databag = want
             .iter()

@@ -87,6 +87,10 @@ pub struct Observed {
     pub alarms: Vec<super::alarms::AlarmSeen>,
     /// Size of the file system holding the data dir (to judge the quota).
     pub data_fs_bytes: Option<u64>,
+    /// The client pair and CA in /var/snap/etcd/common, read only when
+    /// etcd.conf.yml serves https (a TLS member of the Python charm, or one
+    /// this charm took over): then this unit keeps TLS with those files.
+    pub tls: Option<etcd::ClientTls>,
 }
 
 impl Observed {
@@ -296,8 +300,14 @@ pub fn observe_with(
     let dropin_text = std::fs::read_to_string(paths.systemd_dropin()).ok();
     let active = service.is_active().unwrap_or(false);
 
+    let tls = found
+        .is_some_and(serves_https)
+        .then(|| crate::tls::files::client_tls(paths))
+        .flatten();
+    etcd::set_client_tls(tls.clone());
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
-    let own_endpoint = crate::addr::http(&client_address, client_port);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let own_endpoint = crate::addr::url(scheme, &client_address, client_port);
     let local = if active {
         etcd::block_on(etcd::view_from(&own_endpoint)).ok()
     } else {
@@ -421,8 +431,36 @@ pub fn observe_with(
         goal_units,
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
+        tls,
     };
     Ok((observed, unread))
+}
+
+/// The etcd.conf.yml keys that say which scheme a member serves.
+pub const URL_KEYS: [&str; 4] = [
+    "initial-advertise-peer-urls",
+    "advertise-client-urls",
+    "listen-peer-urls",
+    "listen-client-urls",
+];
+
+/// For code that runs without observe (actions, nrpe checks): the client
+/// pair when this unit's etcd.conf.yml serves https and the files are
+/// there, also installed as the process-wide pair (`etcd::set_client_tls`).
+pub fn local_tls(paths: &Paths) -> Option<etcd::ClientTls> {
+    let https = matches!(layout::read_found_config(paths), Some(Ok(c)) if serves_https(&c));
+    let tls = https
+        .then(|| crate::tls::files::client_tls(paths))
+        .flatten();
+    etcd::set_client_tls(tls.clone());
+    tls
+}
+
+/// Whether a found etcd.conf.yml serves any URL over https.
+pub fn serves_https(c: &layout::FoundConfig) -> bool {
+    URL_KEYS
+        .iter()
+        .any(|k| c.raw.get(*k).is_some_and(|v| v.contains("https://")))
 }
 
 #[cfg(test)]

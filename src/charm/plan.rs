@@ -29,7 +29,7 @@ use crate::hooktools::{Databag, StatusKind};
 use crate::layout::Role;
 use crate::migrate::{self, Migration, MigrationStep};
 use crate::paths::Paths;
-use crate::render::{ClusterState, EtcdConfig};
+use crate::render::{ClusterState, EtcdConfig, EtcdTls};
 use crate::wal::WalIds;
 use std::path::PathBuf;
 
@@ -202,12 +202,36 @@ impl Plan {
     }
 }
 
+/// `https` when this unit keeps TLS (observe found the files beside an
+/// https etcd.conf.yml), `http` otherwise.
+pub fn scheme(o: &Observed) -> &'static str {
+    if o.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
 pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::http(&o.address, c.management_port)
+    crate::addr::url(scheme(o), &o.address, c.management_port)
 }
 
 pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::http(&o.client_address, c.port)
+    crate::addr::url(scheme(o), &o.client_address, c.port)
+}
+
+/// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
+/// Python charm wrote, where it wrote them (paths as etcd sees them).
+fn etcd_tls(o: &Observed, paths: &Paths) -> Option<EtcdTls> {
+    o.tls.as_ref()?;
+    let f = crate::tls::files::TlsPaths::new(paths);
+    let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+    Some(EtcdTls {
+        cert_file: s(f.server_cert),
+        key_file: s(f.server_key),
+        trusted_ca_file: s(f.ca),
+        cipher_suites: vec![],
+    })
 }
 
 /// Parses a join record: `<member id hex> <initial-cluster>`.
@@ -239,8 +263,8 @@ pub fn desired_config(
     let client = client_url(o, c);
     let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
         (
-            crate::addr::http("0.0.0.0", c.management_port),
-            crate::addr::http("0.0.0.0", c.port),
+            crate::addr::url(scheme(o), "0.0.0.0", c.management_port),
+            crate::addr::url(scheme(o), "0.0.0.0", c.port),
         )
     } else {
         (peer.clone(), client.clone())
@@ -260,7 +284,7 @@ pub fn desired_config(
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
         storage: c.storage_options(),
-        tls: None,
+        tls: etcd_tls(o, paths),
     }
 }
 
@@ -295,24 +319,22 @@ fn mirror_leader_data(o: &Observed) -> Databag {
         .collect()
 }
 
-/// The Python charm served etcd over TLS. This charm does not (yet), and
-/// rewriting a TLS member's config with plain URLs would cut it off from its
-/// peers and clients: refuse, before anything is touched.
+/// A member serving TLS is kept on TLS with the certificate files beside
+/// its config (observe reads them into `o.tls`). Without them, rewriting
+/// its config with plain URLs would cut it off from its peers and clients:
+/// refuse, before anything is touched.
 fn tls_in_use(o: &Observed) -> Option<String> {
+    if o.tls.is_some() {
+        return None;
+    }
     let found = o.disk.found_config()?;
-    let keys = [
-        "initial-advertise-peer-urls",
-        "advertise-client-urls",
-        "listen-peer-urls",
-        "listen-client-urls",
-    ];
-    let tls: Vec<&str> = keys
+    let tls: Vec<&str> = super::observe::URL_KEYS
         .into_iter()
         .filter(|k| found.raw.get(*k).is_some_and(|v| v.contains("https://")))
         .collect();
     (!tls.is_empty()).then(|| {
         format!(
-            "etcd.conf.yml serves TLS ({} use https); this charm does not manage certificates yet, so it will not rewrite the config: keep the previous charm until TLS support lands",
+            "etcd.conf.yml serves TLS ({} use https) but the certificates in /var/snap/etcd/common (ca.crt, server.crt, server.key, client.crt, client.key) are missing or do not match: restore them, or keep the previous charm",
             tls.join(", ")
         )
     })

@@ -72,6 +72,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         endpoints: Default::default(),
         alarms: Vec::new(),
         data_fs_bytes: None,
+        tls: None,
     }
 }
 
@@ -1083,3 +1084,6 @@ fn a_changed_port_closes_the_one_the_config_still_advertises() {
     let p = plan(&o, &paths(), None);
     assert!(!p.steps.iter().any(|s| matches!(s, Step::ClosePort(_))));
 }
+
+/// A TLS member of the Python charm kept on TLS (issue 11).
+mod tls;

@@ -177,3 +177,18 @@ pub fn read(paths: &Paths) -> OnDisk {
         client_signed_by_ca: signed(&client_text),
     }
 }
+
+/// The client pair and CA as a client shows them, when the five files are
+/// all there and consistent ([`OnDisk::complete`]); None otherwise.
+pub fn client_tls(paths: &Paths) -> Option<crate::etcd::ClientTls> {
+    if !read(paths).complete() {
+        return None;
+    }
+    let p = TlsPaths::new(paths);
+    let text = |f: &PathBuf| std::fs::read_to_string(f).ok();
+    Some(crate::etcd::ClientTls {
+        ca_pem: text(&p.ca)?,
+        cert_pem: text(&p.client_cert)?,
+        key_pem: text(&p.client_key)?,
+    })
+}

@@ -103,10 +103,27 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// The client pair (CA, cert, key PEM) shown on https endpoints; set once
+/// by a test whose cluster serves TLS.
+static TLS: std::sync::OnceLock<(String, String, String)> = std::sync::OnceLock::new();
+
+/// Every writer of this test process presents this client pair.
+pub fn use_tls(ca: &str, cert: &str, key: &str) {
+    let _ = TLS.set((ca.into(), cert.into(), key.into()));
+}
+
 async fn connect(endpoint: &str, timeout: Duration) -> Option<Client> {
-    let opts = ConnectOptions::new()
+    let mut opts = ConnectOptions::new()
         .with_connect_timeout(timeout)
         .with_timeout(timeout);
+    if let Some((ca, cert, key)) = TLS.get() {
+        use etcd_client::{Certificate, Identity, TlsOptions};
+        opts = opts.with_tls(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .identity(Identity::from_pem(cert, key)),
+        );
+    }
     tokio::time::timeout(timeout, Client::connect([endpoint], Some(opts)))
         .await
         .ok()?
