@@ -265,6 +265,7 @@ fn snapshot_checked(
         Ok(m) if m.is_file() => m.len(),
         _ => crate::layout::tree_bytes(&member_dir.join("snap")),
     };
+    let stamp = &free_stamp(backup_dir, stamp, name, ids.member_id);
     let what = format!("the pre-migration snapshot of {}", member_dir.display());
     if let Some(msg) = crate::space::check(&what, size, backup_dir) {
         return Ok(Some(msg));
@@ -280,6 +281,23 @@ fn snapshot_checked(
             Err(e)
         }
     }
+}
+
+/// `stamp`, or `<stamp>-2`, `-3`… when a snapshot of that name exists (a
+/// retry within the same second, e.g. the offline one after a kill right
+/// after the online one): the name still parses as this member's.
+fn free_stamp(backup_dir: &Path, stamp: &str, name: &str, member_id: u64) -> String {
+    let mut s = stamp.to_string();
+    let mut n = 2;
+    while backup_dir
+        .join(snapshot_name(&s, name, member_id))
+        .symlink_metadata()
+        .is_ok()
+    {
+        s = format!("{stamp}-{n}");
+        n += 1;
+    }
+    s
 }
 
 fn remove_partial(p: &Path) {

@@ -798,3 +798,28 @@ fn progress_is_reported_in_percent() {
     assert!(seen.iter().any(|m| m.contains('%')), "{seen:?}");
     assert!(seen.last().unwrap().contains("100%"), "{seen:?}");
 }
+
+#[test]
+fn two_snapshots_in_one_second_both_land_and_both_count() {
+    // The offline snapshot after a kill right after the online one can
+    // fall in the same second: it must not collide with it.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("etcd0.etcd");
+    fake_member(&data, OLD);
+    let backups = tmp.path().join("backups");
+    let step = MigrationStep::Snapshot {
+        member_dir: data.join("member"),
+        name: "etcd0".into(),
+        ids: OLD,
+        backup_dir: backups.clone(),
+    };
+    for _ in 0..2 {
+        assert_eq!(apply(&step, &mut |_| {}).unwrap(), None);
+    }
+    let got: Vec<Option<u64>> = std::fs::read_dir(&backups)
+        .unwrap()
+        .flatten()
+        .map(|e| parse_snapshot_name(&e.file_name().to_string_lossy(), "etcd0"))
+        .collect();
+    assert_eq!(got, [Some(OLD.member_id); 2]);
+}
