@@ -329,8 +329,7 @@ fn snapshot(
     let note;
     if let Some(endpoint) = online {
         report("Migrating the etcd member: taking a snapshot while it runs");
-        let bytes =
-            crate::etcd::block_on(crate::etcd::snapshot_to(endpoint, &partial.join("db")))?;
+        let bytes = crate::etcd::block_on(crate::etcd::snapshot_to(endpoint, &partial.join("db")))?;
         note = format!(
             "A v3 snapshot of etcd {ids} ({bytes} bytes), streamed from the running\n\
              member at {endpoint} right before etcd-charm stopped it to move the\n\
