@@ -96,17 +96,22 @@ fn migrate_once(paths: &Paths, mut etcd: Etcd, online: bool) -> (Duration, Etcd)
     let up = run(&before);
     let t = Instant::now();
     etcd.stop();
+    let stopped = t.elapsed();
     let down = run(&after);
+    let steps_done = t.elapsed();
     let etcd = start(&paths.data_dir());
     let downtime = t.elapsed();
     eprintln!(
-        "  {}: down {:.3} s; before the stop: [{}]; while down: [{}]",
+        "  {}: down {:.3} s (etcd's stop {:.3} s, migration steps {:.3} s, etcd's start to answering {:.3} s); before the stop: [{}]; while down: [{}]",
         if online {
             "online snapshot, then stop"
         } else {
             "stop, then offline snapshot"
         },
         downtime.as_secs_f64(),
+        stopped.as_secs_f64(),
+        (steps_done - stopped).as_secs_f64(),
+        (downtime - steps_done).as_secs_f64(),
         show(&up),
         show(&down)
     );
