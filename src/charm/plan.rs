@@ -476,7 +476,13 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     // Rule 2: a member outside the canonical data dir is moved into it
     // before anything else; the rest is planned as if it were there already.
     let projected;
-    let o = match migrate::plan_migration(&o.disk, paths, &o.member_name) {
+    // A member that answers is snapshotted online before it is stopped.
+    let live = o
+        .local
+        .as_ref()
+        .filter(|_| o.active)
+        .map(|v| (v.endpoint.as_str(), v.status.member_id));
+    let o = match migrate::plan_migration_live(&o.disk, paths, &o.member_name, live) {
         Migration::Nothing => o,
         Migration::Conflict { message } => return p.block(message),
         Migration::Migrate {
@@ -486,10 +492,13 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             ..
         } => {
             let stop = stop_etcd && o.active;
+            let (before, after): (Vec<_>, Vec<_>) =
+                steps.into_iter().partition(|s| s.before_stop());
+            p.steps.extend(before.into_iter().map(Step::Migrate));
             if stop {
                 p.steps.push(Step::StopEtcd);
             }
-            p.steps.extend(steps.into_iter().map(Step::Migrate));
+            p.steps.extend(after.into_iter().map(Step::Migrate));
             projected = after_migration(o, paths, ids, stop);
             &projected
         }

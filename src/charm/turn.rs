@@ -78,9 +78,20 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     // The config that makes the restart necessary is written inside the
     // turn too: a hook that runs out of waiting must leave the old config,
     // so that the next hook still sees the restart to do.
+    // A migration's online snapshot too, though it takes nothing down: in
+    // the turn, it is taken once, right before the stop, and as fresh as
+    // it can be; before the turn, every hook that waited for the turn in
+    // vain would take another (the running member's WAL changes, so none
+    // is ever fresh) and fill the backup dir, and the one finally used
+    // could be minutes older than the stop. The price: the turn is held
+    // for the stream's length (about a second a GiB) with the member up.
     let take = p.steps[..down]
         .iter()
-        .position(|s| matches!(s, Step::WriteConfig { .. }))
+        .position(|s| match s {
+            Step::WriteConfig { .. } => true,
+            Step::Migrate(m) => m.before_stop(),
+            _ => false,
+        })
         .unwrap_or(down);
     // Released once the member is back and verified; if nothing brings it
     // back in this plan, at the end (its absence keeps others waiting).
@@ -336,6 +347,47 @@ mod tests {
                 Step::VerifyMember(IDS),
                 Step::ReleaseTurn,
                 Step::RecordCluster,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_migrations_online_snapshot_is_inside_the_turn_before_the_stop() {
+        let snap = Step::Migrate(MigrationStep::OnlineSnapshot {
+            endpoint: "http://10.0.0.1:2379".into(),
+            member_dir: "/a/member".into(),
+            name: "etcd0".into(),
+            ids: IDS,
+            backup_dir: "/bk".into(),
+        });
+        let mig = Step::Migrate(MigrationStep::Rename {
+            from: "/a".into(),
+            to: "/b".into(),
+        });
+        let got = gated(
+            &three(),
+            vec![
+                Step::Publish(Databag::new()),
+                snap.clone(),
+                Step::StopEtcd,
+                mig.clone(),
+                write(),
+                Step::StartEtcd,
+                Step::WaitMember,
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                Step::Publish(Databag::new()),
+                take("moving the member to the canonical data dir"),
+                snap,
+                Step::StopEtcd,
+                mig,
+                write(),
+                Step::StartEtcd,
+                Step::WaitMember,
+                Step::ReleaseTurn,
             ]
         );
     }

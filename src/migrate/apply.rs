@@ -22,7 +22,22 @@ pub fn apply(step: &MigrationStep, report: Report<'_>) -> Result<Option<String>>
             name,
             ids,
             backup_dir,
-        } => snapshot_checked(member_dir, name, *ids, backup_dir, &stamp, report),
+        } => snapshot_checked(member_dir, name, *ids, backup_dir, &stamp, None, report),
+        MigrationStep::OnlineSnapshot {
+            endpoint,
+            member_dir,
+            name,
+            ids,
+            backup_dir,
+        } => snapshot_checked(
+            member_dir,
+            name,
+            *ids,
+            backup_dir,
+            &stamp,
+            Some(endpoint),
+            report,
+        ),
         MigrationStep::SetAside { path, kind } => set_aside(path, *kind, &stamp).map(|_| None),
         MigrationStep::SetAsideWalDir { wal_dir } => {
             set_aside_wal_dir(wal_dir, &stamp).map(|_| None)
@@ -227,12 +242,14 @@ fn verify(
 /// this member's `.partial` snapshots left by killed attempts (never a
 /// backup: the db they copy is still in place), and a snapshot that fails
 /// part way removes its own `.partial`, so retries never pile them up.
+/// With `online`, the snapshot is streamed from the member running there.
 fn snapshot_checked(
     member_dir: &Path,
     name: &str,
     ids: WalIds,
     backup_dir: &Path,
     stamp: &str,
+    online: Option<&str>,
     report: Report<'_>,
 ) -> Result<Option<String>> {
     let marker = format!("-migrate-{name}-{:x}.partial", ids.member_id);
@@ -248,11 +265,12 @@ fn snapshot_checked(
         Ok(m) if m.is_file() => m.len(),
         _ => crate::layout::tree_bytes(&member_dir.join("snap")),
     };
+    let stamp = &free_stamp(backup_dir, stamp, name, ids.member_id);
     let what = format!("the pre-migration snapshot of {}", member_dir.display());
     if let Some(msg) = crate::space::check(&what, size, backup_dir) {
         return Ok(Some(msg));
     }
-    match snapshot(member_dir, name, ids, backup_dir, stamp, report) {
+    match snapshot(member_dir, name, ids, backup_dir, stamp, online, report) {
         Ok(_) => Ok(None),
         Err(e) => {
             let partial = backup_dir.join(format!(
@@ -263,6 +281,23 @@ fn snapshot_checked(
             Err(e)
         }
     }
+}
+
+/// `stamp`, or `<stamp>-2`, `-3`… when a snapshot of that name exists (a
+/// retry within the same second, e.g. the offline one after a kill right
+/// after the online one): the name still parses as this member's.
+fn free_stamp(backup_dir: &Path, stamp: &str, name: &str, member_id: u64) -> String {
+    let mut s = stamp.to_string();
+    let mut n = 2;
+    while backup_dir
+        .join(snapshot_name(&s, name, member_id))
+        .symlink_metadata()
+        .is_ok()
+    {
+        s = format!("{stamp}-{n}");
+        n += 1;
+    }
+    s
 }
 
 fn remove_partial(p: &Path) {
@@ -281,6 +316,7 @@ fn snapshot(
     ids: WalIds,
     backup_dir: &Path,
     stamp: &str,
+    online: Option<&str>,
     report: Report<'_>,
 ) -> Result<PathBuf> {
     let dest = backup_dir.join(snapshot_name(stamp, name, ids.member_id));
@@ -291,7 +327,17 @@ fn snapshot(
     create_private_dir(&partial)?;
     let db = member_dir.join("snap").join("db");
     let note;
-    if db.is_file() {
+    if let Some(endpoint) = online {
+        report("Migrating the etcd member: taking a snapshot while it runs");
+        let bytes = crate::etcd::block_on(crate::etcd::snapshot_to(endpoint, &partial.join("db")))?;
+        note = format!(
+            "A v3 snapshot of etcd {ids} ({bytes} bytes), streamed from the running\n\
+             member at {endpoint} right before etcd-charm stopped it to move the\n\
+             member to the canonical data dir. It is consistent at its revision;\n\
+             writes acknowledged after it are in the WAL that moved with the member.\n\
+             Restore with: etcdctl snapshot restore db ...\n"
+        );
+    } else if db.is_file() {
         let size = std::fs::metadata(&db).map_err(io("reading", &db))?.len();
         report(&format!(
             "Migrating the etcd member: snapshotting its db ({} MiB)",

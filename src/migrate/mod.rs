@@ -11,11 +11,16 @@
 //! one step.
 //!
 //! # Expected flow
-//! Same file system (`S` the source data dir, `C` the canonical one):
-//! stop etcd → snapshot the db → rename `S/member` to `C/member`.
+//! Same file system (`S` the source data dir, `C` the canonical one), the
+//! member answering: an online snapshot through the etcd API → stop etcd →
+//! rename `S/member` to `C/member`. etcd is down only for the stop, one
+//! rename, the config and the start: flat with the size of the data.
+//! When etcd is not running, the snapshot is an offline copy of its db
+//! after the stop (the only way to take one then).
 //!
 //! Across file systems, with a separate wal-dir, or with
-//! `ETCD_CHARM_MIGRATE=copy`: stop etcd → snapshot the db → copy `S/member`
+//! `ETCD_CHARM_MIGRATE=copy`: (online snapshot →) stop etcd → (offline
+//! snapshot →) copy `S/member`
 //! (and the wal-dir's segments) into `C/member.incoming`, fsync → verify sizes
 //! and the WAL's IDs, stamp its mtime, rename it to `C/member.verified` →
 //! set the source aside (`S/member.migrated-<stamp>`) → rename
@@ -40,14 +45,26 @@
 //!   attempt was writing): they hold nothing the member does not, and one
 //!   per retry would fill the disk (issue 9.4), so at most one is kept.
 //! - Every copy first checks the target's free space ([`crate::space`]).
-//! - A snapshot of the member's bbolt db is taken (while etcd is stopped, so
-//!   it is consistent) before anything moves, unless a snapshot of this
-//!   member newer than its last change already exists.
+//! - A snapshot of the member is taken before anything moves, unless a
+//!   snapshot of this member newer than its last change already exists.
+//!   Its free space is checked first, whichever kind it is. It is for
+//!   disaster recovery (the member itself moves with its WAL):
+//!   - online ([`MigrationStep::OnlineSnapshot`], the member answers): a
+//!     v3 snapshot streamed from the running member, consistent at its
+//!     revision. Writes acknowledged between it and the stop are in the
+//!     WAL, which the rename (or copy) carries along, so nothing
+//!     acknowledged is lost; only a restore from the snapshot alone would
+//!     lack them. It is taken inside the rolling turn, right before the
+//!     stop (charm/turn.rs says why);
+//!   - offline ([`MigrationStep::Snapshot`], etcd not running): a copy of
+//!     the stopped member's bbolt db, consistent because nothing writes it,
+//!     and exactly the data the WAL's last commit left.
 //! - The migration never generates a token: the member keeps its WAL, and
 //!   the planner only ever reads the token back (rule 1).
 //!
 //! # Assumptions
-//! - etcd is stopped by the first step and nothing restarts it meanwhile on
+//! - etcd is stopped before the first step that touches the disk (only an
+//!   online snapshot runs before the stop), and nothing restarts it meanwhile on
 //!   an empty dir: the start guard (ExecStartPre and the direct backend)
 //!   counts `member.incoming` and `member.verified` as this member.
 //!
@@ -61,7 +78,7 @@ mod copy;
 mod plan;
 
 pub use apply::{apply, set_aside, Report};
-pub use plan::plan_migration;
+pub use plan::{plan_migration, plan_migration_live};
 
 use crate::wal::WalIds;
 use std::path::{Path, PathBuf};
@@ -104,6 +121,17 @@ pub enum MigrationStep {
         ids: WalIds,
         backup_dir: PathBuf,
     },
+    /// Streams a v3 snapshot from the RUNNING member at `endpoint` (this
+    /// member: the planner checked its ID) to
+    /// `<backup_dir>/<stamp>-migrate-<name>-<member id>/db`, before etcd is
+    /// stopped. `member_dir` sizes the free-space check (its db).
+    OnlineSnapshot {
+        endpoint: String,
+        member_dir: PathBuf,
+        name: String,
+        ids: WalIds,
+        backup_dir: PathBuf,
+    },
     /// Renames `path` to `<path>.<suffix>-<stamp>` beside it.
     SetAside { path: PathBuf, kind: Aside },
     /// Moves a separate wal-dir's entries into `<wal_dir>/migrated-<stamp>/`
@@ -133,10 +161,16 @@ pub enum MigrationStep {
 }
 
 impl MigrationStep {
+    /// Whether the step runs while etcd still runs, before it is stopped.
+    pub fn before_stop(&self) -> bool {
+        matches!(self, MigrationStep::OnlineSnapshot { .. })
+    }
+
     /// A stable failpoint name (`after:<key>`), distinct per kind of step.
     pub fn key(&self) -> &'static str {
         match self {
             MigrationStep::Snapshot { .. } => "migrate-snapshot",
+            MigrationStep::OnlineSnapshot { .. } => "migrate-online-snapshot",
             MigrationStep::SetAside { kind, .. } => match kind {
                 Aside::Incomplete => "migrate-set-aside-incomplete",
                 Aside::Stale => "migrate-set-aside-stale",
@@ -166,6 +200,16 @@ impl std::fmt::Display for MigrationStep {
                 f,
                 "snapshot the bbolt db of {ids} ({}/snap/db) into {}",
                 d(member_dir),
+                d(backup_dir)
+            ),
+            MigrationStep::OnlineSnapshot {
+                endpoint,
+                ids,
+                backup_dir,
+                ..
+            } => write!(
+                f,
+                "snapshot {ids} online from {endpoint} (etcd still running) into {}",
                 d(backup_dir)
             ),
             MigrationStep::SetAside { path, kind } => write!(

@@ -11,13 +11,69 @@ use std::path::{Path, PathBuf};
 /// A plan whose copies do not fit the observed free space is blocked
 /// before anything is touched (the executor checks again as it writes).
 pub fn plan_migration(layout: &DiskLayout, paths: &Paths, member_name: &str) -> Migration {
-    let planned = plan_steps(layout, paths, member_name);
+    plan_migration_live(layout, paths, member_name, None)
+}
+
+/// [`plan_migration`], told which member answers now (`(endpoint, member
+/// id)`): when it is the member to move, its snapshot is taken online,
+/// first, while it runs (the charm puts that step before the stop), so
+/// the time etcd is down does not grow with the data. Otherwise the
+/// stopped member's db is copied.
+pub fn plan_migration_live(
+    layout: &DiskLayout,
+    paths: &Paths,
+    member_name: &str,
+    live: Option<(&str, u64)>,
+) -> Migration {
+    let mut planned = plan_steps(layout, paths, member_name);
+    if let (
+        Migration::Migrate {
+            ids,
+            stop_etcd: true,
+            steps,
+            ..
+        },
+        Some((endpoint, id)),
+    ) = (&mut planned, live)
+    {
+        if id == ids.member_id {
+            go_online(steps, endpoint);
+        }
+    }
     if let Migration::Migrate { steps, .. } = &planned {
         if let Some(message) = space_shortfall(layout, paths, steps) {
             return Migration::Conflict { message };
         }
     }
     planned
+}
+
+/// Turns the offline snapshot into an online one, taken first.
+fn go_online(steps: &mut Vec<MigrationStep>, endpoint: &str) {
+    let Some(i) = steps
+        .iter()
+        .position(|s| matches!(s, MigrationStep::Snapshot { .. }))
+    else {
+        return;
+    };
+    if let MigrationStep::Snapshot {
+        member_dir,
+        name,
+        ids,
+        backup_dir,
+    } = steps.remove(i)
+    {
+        steps.insert(
+            0,
+            MigrationStep::OnlineSnapshot {
+                endpoint: endpoint.to_string(),
+                member_dir,
+                name,
+                ids,
+                backup_dir,
+            },
+        );
+    }
 }
 
 /// The first copy of `steps` that does not fit, as a blocked message.
@@ -51,6 +107,11 @@ fn space_shortfall(layout: &DiskLayout, paths: &Paths, steps: &[MigrationStep]) 
     }
     for s in steps {
         if let MigrationStep::Snapshot {
+            member_dir,
+            backup_dir,
+            ..
+        }
+        | MigrationStep::OnlineSnapshot {
             member_dir,
             backup_dir,
             ..

@@ -90,6 +90,20 @@ fn a_snapshot_that_does_not_fit_blocks() {
 }
 
 #[test]
+fn an_online_snapshot_that_does_not_fit_blocks_too() {
+    let paths = Paths::new("/r");
+    let l = layout(&paths, 2 * GIB, 100 * GIB, GIB / 2, false);
+    let live = Some(("http://10.0.0.1:2379", IDS.member_id));
+    let Migration::Conflict { message } = plan_migration_live(&l, &paths, "etcd0", live) else {
+        panic!("expected a block");
+    };
+    assert!(
+        message.contains("snapshot") && message.contains("/var/snap/etcd/common/backups"),
+        "{message}"
+    );
+}
+
+#[test]
 fn on_one_file_system_the_copy_and_the_snapshot_add_up() {
     let paths = Paths::new("/r");
     // 3 GiB free holds the 2 GiB copy, or the 1 GiB db's snapshot, not both.

@@ -488,6 +488,67 @@ fn a_fresh_snapshot_is_not_taken_again() {
     assert_eq!(keys(&plan(&l)), ["migrate-snapshot", "migrate-rename"]);
 }
 
+const LIVE: &str = "http://10.0.0.1:2379";
+
+fn plan_live(l: &DiskLayout, member_id: u64) -> Migration {
+    plan_migration_live(l, &paths(), "etcd0", Some((LIVE, member_id)))
+}
+
+#[test]
+fn a_running_member_is_snapshotted_online_first_a_stopped_one_offline() {
+    let l = layout(
+        Some(LEGACY),
+        vec![
+            loc(CANON, Role::Canonical, None),
+            loc(LEGACY, Role::Legacy, Some(OLD)),
+        ],
+    );
+    // Running: the online snapshot is the first step, the only one the
+    // charm runs before StopEtcd (before_stop), and nothing after it
+    // copies the db.
+    let m = plan_live(&l, OLD.member_id);
+    assert_eq!(keys(&m), ["migrate-online-snapshot", "migrate-rename"]);
+    let Migration::Migrate { steps, .. } = &m else {
+        unreachable!()
+    };
+    assert_eq!(
+        steps[0],
+        MigrationStep::OnlineSnapshot {
+            endpoint: LIVE.into(),
+            member_dir: h(LEGACY).join("member"),
+            name: "etcd0".into(),
+            ids: OLD,
+            backup_dir: paths().backup_dir(),
+        }
+    );
+    let before: Vec<bool> = steps.iter().map(|s| s.before_stop()).collect();
+    assert_eq!(before, [true, false]);
+    // Stopped (or another member answering there): the offline db copy,
+    // taken after the stop.
+    for m in [plan(&l), plan_live(&l, 7)] {
+        assert_eq!(keys(&m), ["migrate-snapshot", "migrate-rename"]);
+        let Migration::Migrate { steps, .. } = &m else {
+            unreachable!()
+        };
+        assert!(steps.iter().all(|s| !s.before_stop()));
+    }
+    // The copy path too: online first, then everything else.
+    let mut l = l;
+    l.migration.force_copy = true;
+    let k = keys(&plan_live(&l, OLD.member_id));
+    assert_eq!(k[0], "migrate-online-snapshot");
+    assert!(!k.contains(&"migrate-snapshot"), "{k:?}");
+    assert!(k.contains(&"migrate-copy"), "{k:?}");
+    // A fresh snapshot is not taken again, online either.
+    l.migration.snapshots = vec![Snapshot {
+        path: PathBuf::from("/r/b/s"),
+        member_id: OLD.member_id,
+        newest_change: t(1000),
+    }];
+    l.migration.force_copy = false;
+    assert_eq!(keys(&plan_live(&l, OLD.member_id)), ["migrate-rename"]);
+}
+
 #[test]
 fn snapshot_names_round_trip() {
     let n = snapshot_name("2026-11-29T17-40-05Z", "etcd0", OLD.member_id);
@@ -736,4 +797,29 @@ fn progress_is_reported_in_percent() {
     .unwrap();
     assert!(seen.iter().any(|m| m.contains('%')), "{seen:?}");
     assert!(seen.last().unwrap().contains("100%"), "{seen:?}");
+}
+
+#[test]
+fn two_snapshots_in_one_second_both_land_and_both_count() {
+    // The offline snapshot after a kill right after the online one can
+    // fall in the same second: it must not collide with it.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("etcd0.etcd");
+    fake_member(&data, OLD);
+    let backups = tmp.path().join("backups");
+    let step = MigrationStep::Snapshot {
+        member_dir: data.join("member"),
+        name: "etcd0".into(),
+        ids: OLD,
+        backup_dir: backups.clone(),
+    };
+    for _ in 0..2 {
+        assert_eq!(apply(&step, &mut |_| {}).unwrap(), None);
+    }
+    let got: Vec<Option<u64>> = std::fs::read_dir(&backups)
+        .unwrap()
+        .flatten()
+        .map(|e| parse_snapshot_name(&e.file_name().to_string_lossy(), "etcd0"))
+        .collect();
+    assert_eq!(got, [Some(OLD.member_id); 2]);
 }
