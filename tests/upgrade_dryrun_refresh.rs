@@ -94,6 +94,9 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         "legacy_opt=set-by-operator",
         "--config",
         "snapd_refresh=fri,23:00-01:00",
+        // A 0-1 store gets an instance only when asked for, as under Juju.
+        "--storage",
+        "data=1G",
         "--env",
         "ETCD_CHARM_SERVICE=direct",
         "--env",
