@@ -25,8 +25,9 @@ mod snap;
 
 pub use direct::{etcd_pid_file, supervise};
 pub use snap::{
-    daemon_reload_cmd, journal_cmd, normalize_channel, parse_snap_list, plan_snap,
-    snap_install_cmd, snap_list_cmd, snap_refresh_cmd, systemctl_cmd, SnapInfo, SNAP_UNIT,
+    daemon_reload_cmd, journal_cmd, normalize_channel, one_line_tail, parse_snap_list,
+    parse_unit_state, plan_snap, reset_failed_cmd, snap_install_cmd, snap_list_cmd,
+    snap_refresh_cmd, systemctl_cmd, unit_state_cmd, SnapInfo, UnitState, SNAP_UNIT,
 };
 
 #[derive(Debug)]

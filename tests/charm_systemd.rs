@@ -502,3 +502,61 @@ fn without_systemd_the_unit_falls_back_to_the_direct_mode_and_says_why() {
     m.assert_all_healthy(1);
     assert!(m.data_dir("etcd/0").join("member/wal").is_dir());
 }
+
+/// Past systemd's start limit a plain `systemctl start` is refused ("start
+/// request repeated too quickly"); the charm's next hook reads the unit's
+/// state, runs `reset-failed` and starts it: the unit comes back active.
+#[test]
+fn a_hook_resets_the_start_limit_and_the_unit_comes_back() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    let sh = |script: &str| inside(&m, u, &["sh", "-ec", script]);
+    let conf =
+        std::fs::read_to_string(m.root(u).join("var/snap/etcd/common/etcd.conf.yml")).unwrap();
+    let name = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+        .expect("a name in etcd.conf.yml");
+    // The guard refuses every start (member hidden beside an empty dir).
+    let hide = sh(&format!(
+        "systemctl stop snap.etcd.etcd; cd /var/snap/etcd/current; mkdir {name}.etcd; mv member {name}.etcd/"
+    ));
+    assert!(hide.status.success(), "{hide:?}");
+    let _ = inside(&m, u, &["systemctl", "start", "snap.etcd.etcd"]);
+    wait_until("the start limit", Duration::from_secs(120), || {
+        unit_prop(&m, u, "ActiveState") == "failed"
+    });
+    eprintln!(
+        "after the refusals: Result={} NRestarts={}",
+        unit_prop(&m, u, "Result"),
+        unit_prop(&m, u, "NRestarts")
+    );
+    // Fixed by hand, but systemd still refuses a plain start.
+    let back = sh(&format!(
+        "cd /var/snap/etcd/current; mv {name}.etcd/member .; rmdir {name}.etcd"
+    ));
+    assert!(back.status.success(), "{back:?}");
+    let refused = inside(&m, u, &["systemctl", "start", "snap.etcd.etcd"]);
+    assert!(!refused.status.success(), "start went through: {refused:?}");
+    assert_eq!(unit_prop(&m, u, "ActiveState"), "failed");
+    // A hook that starts etcd (config-changed): reset-failed, start, active.
+    m.ok(&["config", "etcd", "auto_compaction_retention=1h"]);
+    m.ok(&["settle"]);
+    wait_until("etcd to serve again", Duration::from_secs(60), || {
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    assert_eq!(unit_prop(&m, u, "ActiveState"), "active");
+    assert_eq!(m.wal_ids(u), ids, "member IDs changed");
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(1);
+}

@@ -151,8 +151,7 @@ impl Applier<'_> {
             Step::WriteConfig { text, config, .. } => {
                 return write_config(&self.paths.config_file(), text, config)
             }
-            Step::StartEtcd => self.service.start()?,
-            Step::RestartEtcd => self.service.restart()?,
+            Step::StartEtcd | Step::RestartEtcd => return Ok(self.start_or_status(step)),
             Step::StopEtcd => self.service.stop()?,
             Step::WaitMember => return self.wait_member(),
             Step::RecordCluster => self.record_cluster()?,
@@ -237,6 +236,23 @@ impl Applier<'_> {
             .as_ref()
             .map(|c| plan::client_url(o, c))
             .map_err(|e| Error::Config(e.clone()))
+    }
+
+    /// A refused start (the guard, systemd's start limit, a failing
+    /// ExecStart) is a blocked status naming the cause, not a hook error:
+    /// the next hook tries again (after `reset-failed`, service/snap.rs).
+    fn start_or_status(&self, step: &Step) -> Option<(StatusKind, String)> {
+        let r = if *step == Step::RestartEtcd {
+            self.service.restart()
+        } else {
+            self.service.start()
+        };
+        r.err().map(|e| {
+            (
+                StatusKind::Blocked,
+                short(&format!("etcd did not {}: {}", step_key(step), e.problem)),
+            )
+        })
     }
 
     fn wait_member(&self) -> Result<Option<(StatusKind, String)>> {

@@ -227,15 +227,104 @@ pub(super) fn remove_dropin(paths: &Paths) -> Result<()> {
     }
 }
 
-/// `systemctl start|restart`, with the journal's tail on failure (a refusal
-/// by the start guard shows up there).
+/// What systemd says of the unit: `systemctl show -p ActiveState,Result,NRestarts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitState {
+    pub active_state: String,
+    /// `success`, `exit-code`, `start-limit-hit`, ...
+    pub result: String,
+    pub n_restarts: u32,
+}
+
+impl UnitState {
+    /// A failed unit, or one past its start limit, refuses a start ("start
+    /// request repeated too quickly") until `systemctl reset-failed`.
+    pub fn needs_reset(&self) -> bool {
+        self.active_state == "failed" || self.result == "start-limit-hit"
+    }
+
+    /// One line for a status: why the unit is down, as systemd says it.
+    pub fn describe(&self) -> String {
+        let why = match self.result.as_str() {
+            "start-limit-hit" => "systemd's start limit was hit".to_string(),
+            "" | "success" => format!("unit {}", self.active_state),
+            r => format!("unit {} ({r})", self.active_state),
+        };
+        format!("{why}, {} automatic restarts", self.n_restarts)
+    }
+}
+
+pub fn unit_state_cmd() -> Cmd {
+    Cmd::new(
+        "systemctl",
+        &["show", "-p", "ActiveState,Result,NRestarts", SNAP_UNIT],
+    )
+}
+
+pub fn reset_failed_cmd() -> Cmd {
+    systemctl_cmd("reset-failed")
+}
+
+/// Reads `ActiveState=failed\nResult=start-limit-hit\nNRestarts=5`.
+pub fn parse_unit_state(stdout: &str) -> UnitState {
+    let mut st = UnitState::default();
+    for line in stdout.lines() {
+        match line.trim().split_once('=') {
+            Some(("ActiveState", v)) => st.active_state = v.to_string(),
+            Some(("Result", v)) => st.result = v.to_string(),
+            Some(("NRestarts", v)) => st.n_restarts = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    st
+}
+
+pub(super) fn unit_state() -> Result<UnitState> {
+    unit_state_cmd().run().map(|out| parse_unit_state(&out))
+}
+
+/// The journal's last non-empty line, short, with anything after a
+/// `key`/`password`/`token` word cut off (a status is no place for secrets).
+pub fn one_line_tail(journal: &str) -> String {
+    let line = journal
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no journal");
+    let lower = line.to_lowercase();
+    let cut = ["private", "password", "token", "begin "]
+        .iter()
+        .filter_map(|w| lower.find(w))
+        .min()
+        .unwrap_or(line.len());
+    let line = &line[..line.floor_char_boundary(cut)];
+    let mut s: String = line.chars().take(160).collect();
+    if s.len() < line.len() {
+        s.push_str("...");
+    }
+    s
+}
+
+/// `systemctl start|restart`, after `reset-failed` when earlier failures
+/// left the unit failed or past its start limit; on failure the unit's
+/// state and the journal's last line (a refusal by the start guard shows
+/// up there).
 fn start_verb(paths: &Paths, verb: &str) -> Result<()> {
     ensure_dropin(paths)?;
+    let before = unit_state().unwrap_or_default();
+    if before.needs_reset() {
+        tracing::info!("{SNAP_UNIT}: {}; systemctl reset-failed", before.describe());
+        reset_failed_cmd().run()?;
+    }
     systemctl_cmd(verb).run().map(drop).map_err(|mut e| {
-        let tail = log_tail(20);
-        if !tail.trim().is_empty() {
-            e.problem = format!("{}\n{}", e.problem, tail.trim_end());
-        }
+        let state = unit_state().unwrap_or_default();
+        e.problem = format!(
+            "{} ({}); journal: {}",
+            e.problem.lines().next().unwrap_or(""),
+            state.describe(),
+            one_line_tail(&log_tail(20))
+        );
         e
     })
 }
@@ -375,6 +464,47 @@ mod tests {
         assert_eq!(normalize_channel("edge"), "latest/edge");
         assert_eq!(normalize_channel(""), "latest/stable");
         assert_eq!(normalize_channel("latest/edge/fix"), "latest/edge/fix");
+    }
+
+    #[test]
+    fn reads_the_unit_state_and_when_to_reset_it() {
+        assert_eq!(
+            argv(&unit_state_cmd()),
+            [
+                "systemctl",
+                "show",
+                "-p",
+                "ActiveState,Result,NRestarts",
+                "snap.etcd.etcd.service"
+            ]
+        );
+        assert_eq!(
+            argv(&reset_failed_cmd()),
+            ["systemctl", "reset-failed", "snap.etcd.etcd.service"]
+        );
+        let hit = parse_unit_state("NRestarts=5\nResult=start-limit-hit\nActiveState=failed\n");
+        assert_eq!(hit.active_state, "failed");
+        assert_eq!(hit.n_restarts, 5);
+        assert!(hit.needs_reset());
+        assert!(hit.describe().contains("start limit"), "{}", hit.describe());
+        let up = parse_unit_state("ActiveState=active\nResult=success\nNRestarts=0\n");
+        assert!(!up.needs_reset());
+        let exited = parse_unit_state("ActiveState=inactive\nResult=success\nNRestarts=0\n");
+        assert!(!exited.needs_reset());
+        assert!(parse_unit_state("ActiveState=failed\nResult=exit-code\n").needs_reset());
+    }
+
+    #[test]
+    fn the_tail_is_one_short_line_without_secrets() {
+        let j = "a\nDec 01 etcd[1]: refusing to start: empty data dir\n\n";
+        assert_eq!(
+            one_line_tail(j),
+            "Dec 01 etcd[1]: refusing to start: empty data dir"
+        );
+        assert_eq!(one_line_tail(""), "no journal");
+        let k = one_line_tail("x: loaded -----BEGIN PRIVATE KEY----- MIIE");
+        assert!(!k.contains("PRIVATE") && !k.contains("MIIE"), "{k}");
+        assert!(one_line_tail(&"é".repeat(500)).chars().count() <= 163);
     }
 
     #[test]
