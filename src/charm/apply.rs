@@ -151,7 +151,7 @@ impl Applier<'_> {
             Step::WriteConfig { text, config, .. } => {
                 return write_config(&self.paths.config_file(), text, config)
             }
-            Step::StartEtcd | Step::RestartEtcd => return Ok(self.start_or_status(step)),
+            Step::StartEtcd | Step::RestartEtcd => return self.start_or_status(step),
             Step::StopEtcd => self.service.stop()?,
             Step::WaitMember => return self.wait_member(),
             Step::RecordCluster => self.record_cluster()?,
@@ -239,20 +239,33 @@ impl Applier<'_> {
     }
 
     /// A refused start (the guard, systemd's start limit, a failing
-    /// ExecStart) is a blocked status naming the cause, not a hook error:
-    /// the next hook tries again (after `reset-failed`, service/snap.rs).
-    fn start_or_status(&self, step: &Step) -> Option<(StatusKind, String)> {
+    /// ExecStart) still fails the hook (Juju retries it; the snap backend
+    /// resets the start limit first, service/snap.rs), and the workload
+    /// status says why in one line.
+    fn start_or_status(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
         let r = if *step == Step::RestartEtcd {
             self.service.restart()
         } else {
             self.service.start()
         };
-        r.err().map(|e| {
-            (
-                StatusKind::Blocked,
-                short(&format!("etcd did not {}: {}", step_key(step), e.problem)),
-            )
-        })
+        if let Err(e) = &r {
+            // The cause, then the log's last line (the direct backend's
+            // problem carries a multi-line tail), never the whole log.
+            let mut lines = e.problem.splitn(2, '\n');
+            let first = lines.next().unwrap_or("").to_string();
+            let why = match lines.next() {
+                Some(rest) => format!("{first} {}", crate::service::one_line_tail(rest)),
+                None => first,
+            };
+            let msg: String = format!("etcd did not {}: {why}", step_key(step))
+                .chars()
+                .take(300)
+                .collect();
+            if let Err(se) = self.tools.status_set(StatusKind::Blocked, &msg) {
+                warn!("status-set: {se}");
+            }
+        }
+        r.map(|()| None).map_err(Into::into)
     }
 
     fn wait_member(&self) -> Result<Option<(StatusKind, String)>> {

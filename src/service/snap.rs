@@ -320,10 +320,10 @@ fn start_verb(paths: &Paths, verb: &str) -> Result<()> {
     systemctl_cmd(verb).run().map(drop).map_err(|mut e| {
         let state = unit_state().unwrap_or_default();
         e.problem = format!(
-            "{} ({}); journal: {}",
-            e.problem.lines().next().unwrap_or(""),
+            "{}; journal: {}; systemctl: {}",
             state.describe(),
-            one_line_tail(&log_tail(20))
+            one_line_tail(&log_tail(20)),
+            e.problem.lines().next().unwrap_or("")
         );
         e
     })
