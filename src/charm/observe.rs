@@ -91,6 +91,9 @@ pub struct Observed {
     /// etcd.conf.yml serves https (a TLS member of the Python charm, or one
     /// this charm took over): then this unit keeps TLS with those files.
     pub tls: Option<etcd::ClientTls>,
+    /// The key type of the server certificate the kept TLS serves with:
+    /// `tls_cipher_suites` must fit it (interfaces.md §4).
+    pub server_key: Option<crate::tls::cert::KeyType>,
 }
 
 impl Observed {
@@ -305,6 +308,10 @@ pub fn observe_with(
         .then(|| crate::tls::files::client_tls(paths))
         .flatten();
     etcd::set_client_tls(tls.clone());
+    let server_key = tls.as_ref().and_then(|_| {
+        let pem = std::fs::read_to_string(crate::tls::files::TlsPaths::new(paths).server_cert);
+        crate::tls::cert::parse(&pem.ok()?).ok().map(|c| c.key_type)
+    });
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let own_endpoint = crate::addr::url(scheme, &client_address, client_port);
@@ -432,6 +439,7 @@ pub fn observe_with(
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
         tls,
+        server_key,
     };
     Ok((observed, unread))
 }

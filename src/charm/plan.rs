@@ -222,7 +222,7 @@ pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
 
 /// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
 /// Python charm wrote, where it wrote them (paths as etcd sees them).
-fn etcd_tls(o: &Observed, paths: &Paths) -> Option<EtcdTls> {
+fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
     o.tls.as_ref()?;
     let f = crate::tls::files::TlsPaths::new(paths);
     let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
@@ -230,8 +230,27 @@ fn etcd_tls(o: &Observed, paths: &Paths) -> Option<EtcdTls> {
         cert_file: s(f.server_cert),
         key_file: s(f.server_key),
         trusted_ca_file: s(f.ca),
-        cipher_suites: vec![],
+        // Suites that do not fit the key have blocked the plan already
+        // (tls_cipher_suites_misfit); an empty list keeps Go's defaults.
+        cipher_suites: o
+            .server_key
+            .as_ref()
+            .and_then(|k| crate::tls::ciphers::usable_for(&c.tls_cipher_suites, k).ok())
+            .unwrap_or_default(),
     })
+}
+
+/// `tls_cipher_suites` on a unit that serves TLS must leave the server's
+/// key a suite to use (ECDHE_RSA-only suites on an ECDSA key fail every
+/// handshake); why not, as a blocked status.
+fn tls_cipher_suites_misfit(o: &Observed, c: &CharmConfig) -> Option<String> {
+    if o.tls.is_none() || c.tls_cipher_suites.is_empty() {
+        return None;
+    }
+    let key = o.server_key.as_ref()?;
+    crate::tls::ciphers::usable_for(&c.tls_cipher_suites, key)
+        .err()
+        .map(|e| format!("config {e}"))
 }
 
 /// Parses a join record: `<member id hex> <initial-cluster>`.
@@ -284,7 +303,7 @@ pub fn desired_config(
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
         storage: c.storage_options(),
-        tls: etcd_tls(o, paths),
+        tls: etcd_tls(o, c, paths),
     }
 }
 
@@ -471,6 +490,9 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
     }
     if let Some(msg) = tls_in_use(o) {
+        return p.block(msg);
+    }
+    if let Some(msg) = tls_cipher_suites_misfit(o, &c) {
         return p.block(msg);
     }
     // Rule 2: a member outside the canonical data dir is moved into it

@@ -70,6 +70,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         leader_seen: None,
         goal_units: None,
         endpoints: Default::default(),
+        server_key: None,
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,

@@ -96,3 +96,37 @@ fn a_tls_member_without_its_files_is_blocked_untouched() {
     assert!(m.contains("missing or do not match"), "{m}");
     assert_eq!(p.steps, vec![]);
 }
+
+#[test]
+fn cipher_suites_are_rendered_when_they_fit_the_key_and_block_when_none_does() {
+    use crate::tls::cert::KeyType;
+    let mut o = tls_leader(true);
+    o.server_key = Some(KeyType::Rsa { bits: 2048 });
+    let rsa = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_string();
+    let ecdsa = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_string();
+    o.config = Ok(CharmConfig {
+        tls_cipher_suites: vec![rsa.clone(), ecdsa.clone()],
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), None);
+    let config = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WriteConfig { config, .. } => Some(config.clone()),
+            _ => None,
+        })
+        .expect("the config is rewritten");
+    assert_eq!(config.tls.unwrap().cipher_suites, vec![rsa]);
+    // Only ECDSA suites for an RSA key: no handshake could succeed.
+    o.config = Ok(CharmConfig {
+        tls_cipher_suites: vec![ecdsa],
+        ..CharmConfig::default()
+    });
+    let p = plan(&o, &paths(), None);
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    match status(&p) {
+        Some((StatusKind::Blocked, m)) => assert!(m.contains("tls_cipher_suites"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
