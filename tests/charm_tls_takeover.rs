@@ -7,54 +7,21 @@
 //! acknowledged write lost, never two members down (the rolling turn
 //! reaches the cluster over https with the client pair).
 
+mod test_ca;
 mod upgrade_support;
+use test_ca::{leaf, new_ca};
 use upgrade_support::*;
 #[path = "writer_support/mod.rs"]
 mod writer_support;
 
 use etcd_charm::etcd::{self, ClientTls, Endpoints};
 use etcd_charm::tls::files::{self, Material, TlsPaths};
-use etcd_charm::tls::key::{self, KeyAlg};
-use etcd_charm::tls::{sans, Pair};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType, IsCa, Issuer,
-    KeyPair,
-};
+use etcd_charm::tls::key::KeyAlg;
+use etcd_charm::tls::sans;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const KEYS: usize = 30;
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn new_ca(name: &str) -> Ca {
-    let k = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(DnType::CommonName, name);
-    let pem = p.self_signed(&k).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(p, k),
-    }
-}
-
-fn leaf(ca: &Ca, alg: KeyAlg, cn: &str, names: &[String]) -> Pair {
-    let k = key::generate(alg).unwrap();
-    let csr = key::csr(&k, cn, names).unwrap();
-    let cert = CertificateSigningRequestParams::from_pem(&csr)
-        .unwrap()
-        .signed_by(&ca.issuer)
-        .unwrap()
-        .pem();
-    Pair {
-        cert,
-        key: k.pem().to_string(),
-    }
-}
 
 fn https(ip: &str, port: u16) -> String {
     format!("https://{ip}:{port}")

@@ -5,51 +5,17 @@
 //! from another CA, is refused; etcd::connect with the pair works.
 //! Loopback range 127.81.0.x.
 
+mod test_ca;
 use etcd_charm::etcd::{self, ClientTls, Endpoints};
 use etcd_charm::render::{self, ClusterState, EtcdConfig, EtcdTls};
 use etcd_charm::tls::files::{self, Material, TlsPaths};
-use etcd_charm::tls::key::{self, KeyAlg};
-use etcd_charm::tls::{cert, ciphers, sans, Pair};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType, IsCa, Issuer,
-    KeyPair,
-};
+use etcd_charm::tls::key::KeyAlg;
+use etcd_charm::tls::{cert, ciphers, sans};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use test_ca::{leaf, new_ca};
 
 const IP: &str = "127.81.0.1";
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn new_ca(name: &str) -> Ca {
-    let k = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(DnType::CommonName, name);
-    let pem = p.self_signed(&k).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(p, k),
-    }
-}
-
-/// A leaf for our own key, as a v4 provider would issue it (no EKU).
-fn leaf(ca: &Ca, alg: KeyAlg, cn: &str, names: &[String]) -> Pair {
-    let k = key::generate(alg).unwrap();
-    let csr = key::csr(&k, cn, names).unwrap();
-    let cert = CertificateSigningRequestParams::from_pem(&csr)
-        .unwrap()
-        .signed_by(&ca.issuer)
-        .unwrap()
-        .pem();
-    Pair {
-        cert,
-        key: k.pem().to_string(),
-    }
-}
 
 /// etcd on a rendered config; killed on drop (a panic included).
 struct Running(Child, std::path::PathBuf);
