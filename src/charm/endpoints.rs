@@ -101,31 +101,19 @@ pub fn plan(o: &Observed, p: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::charm::plan_tests::fresh;
-    use crate::etcd::{ClusterView, Member, MemberStatus};
+    use crate::charm::plan_tests::{self, fresh, member};
+    use crate::etcd::ClusterView;
 
+    /// Two voters, listed in the order a member may answer the list in.
     fn view() -> ClusterView {
-        let m = |id, name: &str, ip: &str| Member {
-            id,
-            name: name.into(),
-            peer_urls: vec![format!("http://{ip}:2380")],
-            client_urls: vec![format!("http://{ip}:2379")],
-            is_learner: false,
-        };
-        ClusterView {
-            endpoint: "http://10.0.0.1:2379".into(),
-            status: MemberStatus {
-                member_id: 1,
-                cluster_id: 9,
-                leader: 1,
-                version: "3.4.23".into(),
-                raft_index: 1,
-                is_learner: false,
-                errors: vec![],
-            },
-            // The member list in the order a member may answer it.
-            members: vec![m(2, "etcd1", "10.0.0.2"), m(1, "etcd0", "10.0.0.1")],
-        }
+        plan_tests::view(
+            9,
+            1,
+            vec![
+                member(2, "etcd1", "10.0.0.2", false),
+                member(1, "etcd0", "10.0.0.1", false),
+            ],
+        )
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub(super) fn member(id: u64, name: &str, ip: &str, learner: bool) -> Member {
     }
 }
 
-fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
+pub(super) fn view(cluster_id: u64, leader: u64, members: Vec<Member>) -> ClusterView {
     ClusterView {
         endpoint: "http://10.0.0.1:2379".into(),
         status: MemberStatus {
