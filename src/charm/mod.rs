@@ -24,6 +24,7 @@ pub mod observe;
 pub mod options;
 pub mod plan;
 pub mod quiet;
+mod running;
 pub mod token;
 pub mod turn;
 mod volume;

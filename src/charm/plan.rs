@@ -448,6 +448,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     if o.event == Event::Stop && o.active && !p.steps.contains(&Step::StopEtcd) {
         p.steps.push(Step::StopEtcd);
     }
+    super::running::plan(o, &mut p);
     super::turn::gate(o, p)
 }
 

@@ -434,6 +434,9 @@ fn a_healthy_leader_with_nothing_to_do_plans_nothing() {
         crate::render::ClusterState::Existing,
         vec![("etcd0".into(), "http://10.0.0.1:2380".into())],
     )));
+    // Its peers were told once that it runs this config (running.rs).
+    let hash = super::running::config_hash(o.config_text.as_deref().unwrap());
+    o.own_bag.insert(super::running::KEY.into(), hash);
     let p = plan(&o, &paths(), None);
     assert_eq!(p.steps, vec![]);
     assert!(p.status.is_empty());

@@ -1,0 +1,127 @@
+//! What this unit's member runs, published on the peer relation once it is
+//! running it: `config-hash`, a digest of the etcd.conf.yml etcd was
+//! (re)started on.
+//!
+//! Why: a peer's status counts the voters that answer when its hook runs.
+//! A hook that ran while another member was restarting in its rolling
+//! turn ends on "Healthy with 2 known peers", and nothing else in the model
+//! changes to run it again. Publishing after the restart is that change:
+//! every peer runs `cluster-relation-changed` once the member is back, so
+//! the last word on each unit comes after the last restart. An operator
+//! also reads the rollout from `juju show-unit`: a unit whose hash did not
+//! change has not taken the new config yet.
+
+use super::observe::Observed;
+use super::plan::{Plan, Step};
+use crate::hooktools::Databag;
+
+pub const KEY: &str = "config-hash";
+
+/// The first 16 hex digits of the text's SHA-256: enough to tell configs
+/// apart, short enough to read in `juju show-unit`.
+pub fn config_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(text.as_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Adds the publish when the member runs the config on disk and no step of
+/// this plan writes, stops or (re)starts anything. Pure.
+pub fn plan(o: &Observed, p: &mut Plan) {
+    let busy = p.steps.iter().any(|s| {
+        matches!(
+            s,
+            Step::WriteConfig { .. }
+                | Step::StartEtcd
+                | Step::StopEtcd
+                | Step::RestartEtcd
+                | Step::Migrate(_)
+                | Step::MoveDataAside { .. }
+        )
+    });
+    let (Some(text), true, false, Some(_)) = (&o.config_text, o.active, busy, &o.peer_relation)
+    else {
+        return;
+    };
+    if o.local.is_none() {
+        // Running but not answering: not yet what it was started on.
+        return;
+    }
+    let hash = config_hash(text);
+    if o.own_bag.get(KEY) == Some(&hash) {
+        return;
+    }
+    let mut bag = Databag::new();
+    bag.insert(KEY.into(), hash);
+    p.steps.push(Step::Publish(bag));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::charm::plan_tests::{fresh, member, view};
+
+    fn running(text: &str) -> Observed {
+        let mut o = fresh(true);
+        o.config_text = Some(text.into());
+        o.active = true;
+        o.peer_relation = Some("cluster:0".into());
+        let me = member(0xaa, "etcd0", "10.0.0.1", false);
+        o.local = Some(view(0xcc, 0xaa, vec![me]));
+        o
+    }
+
+    fn published(p: &Plan) -> Option<String> {
+        p.steps.iter().find_map(|s| match s {
+            Step::Publish(b) => b.get(KEY).cloned(),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_running_member_publishes_the_hash_of_its_config_once() {
+        let o = running("name: etcd0\n");
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        let h = published(&p).expect("published");
+        assert_eq!(h, config_hash("name: etcd0\n"));
+        assert_eq!(h.len(), 16);
+        assert_ne!(h, config_hash("name: etcd1\n"));
+
+        let mut o = o;
+        o.own_bag.insert(KEY.into(), h);
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert_eq!(published(&p), None, "published again: {:?}", p.steps);
+    }
+
+    #[test]
+    fn nothing_is_published_while_a_restart_or_write_is_pending_or_etcd_is_down() {
+        let o = running("a\n");
+        for step in [Step::RestartEtcd, Step::StartEtcd, Step::StopEtcd] {
+            let mut p = Plan::default();
+            p.steps.push(step.clone());
+            plan(&o, &mut p);
+            assert_eq!(published(&p), None, "with {step:?}");
+        }
+        // A config on disk that is not the one wanted: the plan writes it.
+        let mut stale = crate::charm::plan_tests::healthy_leader();
+        stale.config_text = Some("name: old\n".into());
+        let p = crate::charm::plan::plan(&stale, &crate::paths::Paths::new("/srv/t"), None);
+        assert!(p
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::WriteConfig { .. })));
+        assert_eq!(published(&p), None, "{:?}", p.steps);
+        let mut down = running("a\n");
+        down.active = false;
+        let mut p = Plan::default();
+        plan(&down, &mut p);
+        assert_eq!(published(&p), None);
+        let mut silent = running("a\n");
+        silent.local = None;
+        let mut p = Plan::default();
+        plan(&silent, &mut p);
+        assert_eq!(published(&p), None);
+    }
+}
