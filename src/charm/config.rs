@@ -32,6 +32,9 @@ pub struct CharmConfig {
     /// Empty: no auto-compaction. A duration (`1h`) for periodic, a
     /// revision count for revision.
     pub auto_compaction_retention: String,
+    /// The operator accepts plain http without client-certificate auth on
+    /// addresses other than loopback (insecure.rs); off by default (rule 7).
+    pub allow_insecure_listeners: bool,
 }
 
 /// The largest quota etcd recommends (its docs: 8 GiB is the suggested
@@ -101,6 +104,7 @@ impl Default for CharmConfig {
             quota_backend_bytes: 0,
             auto_compaction_mode: CompactionMode::Periodic,
             auto_compaction_retention: String::new(),
+            allow_insecure_listeners: false,
         }
     }
 }
@@ -349,6 +353,11 @@ impl CharmConfig {
             quota_backend_bytes: quota(m)?,
             auto_compaction_mode: compaction_mode(m)?,
             auto_compaction_retention: retention(m, compaction_mode(m)?)?,
+            allow_insecure_listeners: boolean(
+                m,
+                "allow_insecure_listeners",
+                d.allow_insecure_listeners,
+            )?,
         })
     }
 

@@ -45,7 +45,12 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         departing_unit: None,
         is_leader: leader,
         has_leader_tools: true,
-        config: Ok(CharmConfig::default()),
+        // Off loopback without TLS: the plan tests exercise the rest of
+        // the plan; insecure.rs tests the default of this option.
+        config: Ok(CharmConfig {
+            allow_insecure_listeners: true,
+            ..Default::default()
+        }),
         leader: LeaderData::default(),
         peer_relation: Some("cluster:0".into()),
         clients: vec![],
