@@ -57,6 +57,8 @@ pub enum NrpeCheck {
     Alarms,
     /// The systemd unit snap.etcd.etcd is active (snap backend).
     Systemd,
+    /// The TLS certificates are not about to expire (charm/expiry.rs).
+    CertExpiry,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

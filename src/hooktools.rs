@@ -249,6 +249,27 @@ impl Invocation {
         Invocation::new("storage-get", &[JSON, "-s", id, key])
     }
 
+    /// Whether this tool's output may hold the token or key material
+    /// (leadership data, relation data): never shown in an error then.
+    fn secret_output(&self) -> bool {
+        matches!(self.tool, "leader-get" | "relation-get")
+    }
+
+    /// The arguments as an error shows them: `leader-set` values (the
+    /// token) become `<redacted>`, so a failed call logs no secret.
+    fn shown_args(&self) -> Vec<String> {
+        if self.tool != "leader-set" {
+            return self.args.clone();
+        }
+        self.args
+            .iter()
+            .map(|a| match a.split_once('=') {
+                Some((k, _)) => format!("{k}=<redacted>"),
+                None => a.clone(),
+            })
+            .collect()
+    }
+
     /// The error for output this invocation's tool printed but we cannot use.
     fn bad_output(&self, problem: impl std::fmt::Display, output: &str) -> HookToolError {
         const SHOWN: usize = 200;
@@ -257,14 +278,16 @@ impl Invocation {
             end -= 1;
         }
         let more = if end < output.len() { "…" } else { "" };
+        let shown = if self.secret_output() {
+            format!("{} bytes, not shown (it may hold secrets)", output.len())
+        } else {
+            format!("{:?}{more}", &output[..end])
+        };
         HookToolError {
             tool: self.tool.to_string(),
-            args: self.args.clone(),
+            args: self.shown_args(),
             exit_code: Some(0),
-            stderr: format!(
-                "unusable output: {problem}; output was {:?}{more}",
-                &output[..end]
-            ),
+            stderr: format!("unusable output: {problem}; output was {shown}"),
         }
     }
 }
@@ -392,7 +415,7 @@ impl HookTools {
     pub fn run(&self, inv: &Invocation) -> Result<String> {
         let fail = |exit_code: Option<i32>, stderr: String| HookToolError {
             tool: inv.tool.to_string(),
-            args: inv.args.clone(),
+            args: inv.shown_args(),
             exit_code,
             stderr,
         };
@@ -952,6 +975,26 @@ mod tests {
             .starts_with("config-get --format=json exited 0: unusable output"));
     }
 
+    #[test]
+    fn errors_show_no_token_or_key() {
+        let inv = Invocation::leader_set(&bag(&[("token", "Q7XK2P"), ("cluster-id", "cc")]));
+        assert_eq!(
+            inv.shown_args(),
+            ["cluster-id=<redacted>", "token=<redacted>"]
+        );
+        let inv = Invocation::relation_get("db:1", "etcd/0");
+        let out = r#"{"client_key": "-----BEGIN PRIVATE KEY-----\nMIIE", "n": 1}"#;
+        let err = parse_databag(&inv, out).unwrap_err().to_string();
+        assert!(
+            !err.contains("PRIVATE KEY") && !err.contains("MIIE"),
+            "{err}"
+        );
+        let err = parse_databag(&Invocation::leader_get(), r#"{"token": 7, "t": "Q7XK2P"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("Q7XK2P"), "{err}");
+    }
+
     /// Writes an executable script named `name` into `dir`.
     fn script(dir: &std::path::Path, name: &str, body: &str) {
         use std::os::unix::fs::PermissionsExt;
@@ -972,7 +1015,8 @@ mod tests {
         assert_eq!(tools.tools_dir(), Some(dir.path()));
         let err = tools.leader_set(&bag(&[("token", "ABC123")])).unwrap_err();
         assert_eq!(err.tool, "leader-set");
-        assert_eq!(err.args, vec!["token=ABC123"]);
+        // The token is never shown (rule 7).
+        assert_eq!(err.args, vec!["token=<redacted>"]);
         assert_eq!(err.exit_code, Some(1));
         assert_eq!(
             err.stderr.trim(),
@@ -980,7 +1024,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "leader-set token=ABC123 exited 1: ERROR cannot write settings: not the leader"
+            "leader-set token=<redacted> exited 1: ERROR cannot write settings: not the leader"
         );
         // Our own PATH is untouched.
         let ours = std::env::var_os("PATH").unwrap_or_default();

@@ -216,6 +216,7 @@ pub fn check(which: NrpeCheck, paths: &Paths) -> Verdict {
                 Err(e) => Verdict::new(Level::Unknown, format!("cannot run systemctl: {e}")),
             }
         }
+        NrpeCheck::CertExpiry => super::expiry::check(paths),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod config;
 pub mod dryrun;
 pub mod dryrun_refresh;
 pub mod endpoints;
+pub mod expiry;
 pub mod insecure;
 mod join;
 pub mod leader;

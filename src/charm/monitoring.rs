@@ -475,7 +475,7 @@ fn plan_nrpe(o: &Observed, paths: &Paths, p: &mut Plan) {
     // keeps both nagios options to one line (a newline would start a Nagios
     // directive).
     let Ok(c) = &o.config else { return };
-    let checks = nagios::checks(m.snap_backend);
+    let checks = nagios::checks_for(m.snap_backend, o.tls.is_some());
     let groups = nagios::service_groups(&c.nagios_servicegroups, &c.nagios_context);
     let mut want = BTreeMap::new();
     for rel in m.nrpe.iter().filter(|r| !r.remotes.is_empty()) {

@@ -30,13 +30,30 @@ impl Check {
 
 /// Every check name this charm may have written (also those not offered on
 /// this backend), so files of ours that are no longer wanted are found.
-pub const ALL_NAMES: [&str; 3] = ["etcd-health", "etcd-alarms", "snap.etcd.etcd"];
+pub const ALL_NAMES: [&str; 4] = [
+    "etcd-health",
+    "etcd-alarms",
+    "snap.etcd.etcd",
+    "etcd-cert-expiry",
+];
 
-/// The checks this unit offers. `etcd-alarms` and `snap.etcd.etcd` keep the
-/// Python charm's names.
-// TODO(tls): once the charm manages certificates, add a certificate-expiry
-// check here (`etcd-cert-expiry`, WARNING some weeks before the server or
-// client certificate expires) and add its name to ALL_NAMES.
+/// The checks this unit offers, and `etcd-cert-expiry` (WARNING two weeks,
+/// CRITICAL one week before a certificate runs out: expiry.rs) on a unit
+/// that serves TLS.
+pub fn checks_for(snap_backend: bool, tls: bool) -> Vec<Check> {
+    let mut v = checks(snap_backend);
+    if tls {
+        v.push(Check {
+            name: "etcd-cert-expiry",
+            description: "the TLS certificates are not about to expire",
+            kind: "cert-expiry",
+        });
+    }
+    v
+}
+
+/// The checks every unit offers. `etcd-alarms` and `snap.etcd.etcd` keep
+/// the Python charm's names.
 pub fn checks(snap_backend: bool) -> Vec<Check> {
     let mut v = vec![
         Check {
@@ -294,6 +311,21 @@ mod tests {
         );
         assert!(one_line("juju, k8s"));
         assert!(!one_line("juju\ncommand[x]=rm"));
+    }
+
+    #[test]
+    fn a_tls_unit_offers_the_expiry_check() {
+        assert_eq!(checks_for(true, false), checks(true));
+        let v = checks_for(false, true);
+        let c = v.last().unwrap();
+        assert_eq!(c.name, "etcd-cert-expiry");
+        assert!(ALL_NAMES.contains(&c.name));
+        assert_eq!(
+            command_line(Path::new("/c/etcd-charm"), c, Path::new("/")),
+            "/c/etcd-charm nrpe-check cert-expiry"
+        );
+        assert!(render_monitors(&v)
+            .contains("etcd-cert-expiry:\n        command: check_etcd-cert-expiry\n"));
     }
 
     #[test]

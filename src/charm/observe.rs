@@ -94,6 +94,9 @@ pub struct Observed {
     /// The key type of the server certificate the kept TLS serves with:
     /// `tls_cipher_suites` must fit it (interfaces.md §4).
     pub server_key: Option<crate::tls::cert::KeyType>,
+    /// The notAfter of the certificates the kept TLS serves with, and the
+    /// clock (expiry.rs); None without TLS.
+    pub cert_dates: Option<super::expiry::CertDates>,
 }
 
 impl Observed {
@@ -438,6 +441,7 @@ pub fn observe_with(
         goal_units,
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
+        cert_dates: tls.as_ref().map(|_| super::expiry::observe(paths)),
         tls,
         server_key,
     };

@@ -444,6 +444,7 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = plan_steps(o, paths, dropin);
     super::insecure::guard(o, paths, &mut p);
+    super::expiry::plan(o, &mut p);
     // The stop hook stops etcd whatever else blocked the plan (bad config,
     // TLS, a conflict): the unit is going away either way.
     if o.event == Event::Stop && o.active && !p.steps.contains(&Step::StopEtcd) {

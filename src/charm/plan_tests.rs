@@ -79,6 +79,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,
+        cert_dates: None,
     }
 }
 
