@@ -144,9 +144,9 @@ pub fn guard(o: &Observed, paths: &Paths, p: &mut Plan) {
         ));
         return;
     }
-    let active = o.active;
-    p.steps
-        .retain(|s| !brings_up(s) && !(matches!(s, Step::OpenPort(_)) && !active));
+    // A port stays open only for a member that runs already.
+    let dropped = |s: &Step| brings_up(s) || (!o.active && matches!(s, Step::OpenPort(_)));
+    p.steps.retain(|s| !dropped(s));
     if o.endpoints.certificates {
         p.wait(format!(
             "Waiting for the certificate authority to issue this unit's certificates; \
