@@ -17,12 +17,16 @@
 //!   status says what is missing, in the Python charm's words ("Missing
 //!   relation to certificate authority"), and both ways out. While
 //!   `certificates` is related but has not issued yet, it waits instead.
-//! - A member that already serves (a WAL, and etcd running or its config
-//!   on disk already plain off loopback: a plain cluster of an earlier
-//!   revision of this charm) is never stopped or held down for this: an
-//!   operator refreshing a working cluster expects it to keep working. It
-//!   keeps every step (restarts through the rolling turns included) and is
-//!   blocked, loudly, until TLS is related or the option is set.
+//! - A member of an existing plain cluster (its data dir holds a WAL: a
+//!   cluster of an earlier revision of this charm) is never stopped or
+//!   held down for this: an operator refreshing a working cluster expects
+//!   it to keep working, and members down cost quorum for no gain (its
+//!   data was served plain already). It keeps every step (restarts through
+//!   the rolling turns included), and its active status says, first, what
+//!   is missing and both ways out, until TLS is related or the option is
+//!   set. Not blocked: blocked would say it is not working, stop a hook's
+//!   further passes, and make the upgrade dry run refuse a refresh that
+//!   keeps the cluster serving.
 //! - The option set: plain http is served and the active status says so.
 
 use super::observe::Observed;
@@ -83,19 +87,6 @@ fn exposed_by(c: &EtcdConfig) -> Vec<String> {
     )
 }
 
-/// What the etcd.conf.yml on disk already serves in the clear off loopback.
-fn exposed_on_disk(o: &Observed) -> Vec<String> {
-    let Some(found) = o.disk.found_config() else {
-        return Vec::new();
-    };
-    exposed(
-        ["listen-peer-urls", "listen-client-urls"]
-            .iter()
-            .filter_map(|k| found.raw.get(*k))
-            .map(String::as_str),
-    )
-}
-
 /// Steps that would bring etcd up on an exposed config (or make the
 /// cluster expect it there).
 fn brings_up(s: &Step) -> bool {
@@ -134,14 +125,14 @@ pub fn guard(o: &Observed, paths: &Paths, p: &mut Plan) {
         .locations
         .iter()
         .any(|l| matches!(l.member, Ok(Some(_))));
-    if member && (o.active || !exposed_on_disk(o).is_empty()) {
-        p.status.push((
-            StatusKind::Blocked,
+    if member {
+        p.notes.insert(
+            0,
             format!(
-                "{MISSING_CA}: etcd serves plain http without client-certificate auth on {list}; \
-                 kept serving, not stopped: relate certificates for TLS, or set {OPTION}=true to accept it"
+                "{MISSING_CA}: etcd keeps serving plain http without client-certificate auth on {list} \
+                 (an existing member, not stopped): relate certificates for TLS, or set {OPTION}=true to accept it"
             ),
-        ));
+        );
         return;
     }
     // A port stays open only for a member that runs already.
@@ -303,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn a_running_plain_member_off_loopback_keeps_serving_and_is_blocked() {
+    fn a_plain_member_off_loopback_keeps_serving_and_says_so() {
         let mut o = fresh(true);
         o.config = config(|_| {});
         let ids = WalIds {
@@ -325,40 +316,27 @@ mod tests {
             p.steps
         );
         assert!(starts(&p), "kept, restart in its turn: {:?}", p.steps);
-        let msg = blocked(&p).expect("blocked");
-        assert!(msg.contains("kept serving, not stopped"), "{msg}");
-        assert!(msg.contains(OPTION), "{msg}");
+        assert_eq!(blocked(&p), None, "{:?}", p.status);
+        let note = &p.notes[0];
+        assert!(note.starts_with(MISSING_CA), "{note}");
+        assert!(
+            note.contains("keeps serving plain http") && note.contains("0.0.0.0:2379"),
+            "{note}"
+        );
+        assert!(note.contains(OPTION), "{note}");
 
-        // Stopped, but its config on disk served plain off loopback: it is
-        // started again (a member of a working cluster), still blocked.
+        // Stopped (a crash, a reboot): started again, a member of a
+        // working cluster, still saying so.
         o.active = false;
         o.local = None;
         o.cluster = None;
         o.event = Event::Start;
-        let raw = [
-            ("listen-peer-urls", "http://0.0.0.0:2380"),
-            ("listen-client-urls", "http://0.0.0.0:2379"),
-        ];
-        o.disk.config = Some(Ok(crate::layout::FoundConfig {
-            name: Some("etcd0".into()),
-            data_dir: None,
-            wal_dir: None,
-            initial_cluster: None,
-            initial_cluster_token: None,
-            initial_cluster_state: None,
-            initial_advertise_peer_urls: Some("http://10.0.0.1:2380".into()),
-            advertise_client_urls: Some("http://10.0.0.1:2379".into()),
-            raw: raw
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }));
         let p = plan(&o, &paths(), None);
         assert!(starts(&p), "{:?}", p.steps);
-        assert!(blocked(&p).unwrap().contains("kept serving"));
+        assert!(p.notes[0].starts_with(MISSING_CA), "{:?}", p.notes);
 
-        // Stopped, and it never served off loopback: not started.
-        o.disk.config = None;
+        // Without a WAL it is a new member: not started.
+        o.disk.locations[0].member = Ok(None);
         let p = plan(&o, &paths(), None);
         assert!(!starts(&p), "{:?}", p.steps);
         assert!(blocked(&p).unwrap().contains("is not started"));
