@@ -94,6 +94,10 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         "legacy_opt=set-by-operator",
         "--config",
         "snapd_refresh=fri,23:00-01:00",
+        // On its loopback address only: plain http is allowed there
+        // (charm/insecure.rs), as in every other test.
+        "--config",
+        "bind_to_all_interfaces=false",
         // A 0-1 store gets an instance only when asked for, as under Juju.
         "--storage",
         "data=1G",
@@ -145,10 +149,11 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         .collect();
     assert_eq!(kept.len(), 12, "{kept:?}");
     assert!(kept.contains(&"snapd_refresh"));
-    // The options this charm adds (issue 13): new, with their defaults.
+    // The options this charm adds (issues 13, 11): new, with their defaults.
     assert_eq!(
         rf["options"]["new"],
         serde_json::json!([
+            "allow_insecure_listeners",
             "auto_compaction_mode",
             "auto_compaction_retention",
             "quota_backend_bytes"
