@@ -3,7 +3,8 @@
 //! dry run (text and JSON, under Juju and by hand), the `debug` action's
 //! result and tarball, the status, the charm's log or its hooks' output;
 //! the cluster token in none of them but the dry run (which shows the
-//! token it keeps, by design). Also runs the `cert-expiry` nrpe check.
+//! token it keeps, by design). Also: nrpe related, the unit installs the
+//! `etcd-cert-expiry` check, and it answers OK.
 
 mod test_ca;
 mod upgrade_support;
@@ -228,6 +229,44 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
     }
     assert!(seen >= 5, "the tarball holds its files: {seen}");
 
+    // nrpe related: a TLS unit installs the cert-expiry check, and the
+    // command it wrote answers OK (the test CA's leaves run for centuries).
+    let nrpe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charms/nrpe");
+    up.m.ok(&["deploy", nrpe.to_str().unwrap()]);
+    up.m.ok(&[
+        "integrate",
+        "etcd:nrpe-external-master",
+        "nrpe:nrpe-external-master",
+    ]);
+    up.m.ok(&["settle"]);
+    let cfg =
+        up.m.root(&u)
+            .join("etc/nagios/nrpe.d/check_etcd-cert-expiry.cfg");
+    wait_until("the cert-expiry check", Duration::from_secs(60), || {
+        cfg.exists()
+    });
+    let monitors =
+        std::fs::read_to_string(up.m.root("nrpe/0").join("monitors-etcd-0.yaml")).unwrap();
+    assert!(monitors.contains("check_etcd-cert-expiry"), "{monitors}");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let cmd = text
+        .lines()
+        .find_map(|l| l.strip_prefix("command[check_etcd-cert-expiry]="))
+        .unwrap_or_else(|| panic!("{text}"));
+    let check = Command::new("sh")
+        .args(["-c", cmd])
+        .env_remove("ETCD_CHARM_ROOT")
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert_eq!(check.status.code(), Some(0), "{cmd}: {line}");
+    assert!(
+        line.starts_with("ETCD OK: server certificate expires in")
+            || line.starts_with("ETCD OK: client certificate expires in")
+            || line.starts_with("ETCD OK: CA certificate expires in"),
+        "{line}"
+    );
+
     // The status, the charm's log (juju-log) and every hook's output.
     let status = up.m.ok(&["status", "--format=json"]);
     assert_clean("the status", &status, &bodies, true);
@@ -239,20 +278,6 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
         &up.m.ok(&["log", "--unit", &u]),
         &bodies,
         true,
-    );
-
-    // The expiry check nrpe would run on this unit: the test CA's leaves
-    // run for centuries.
-    let check = Command::new(env!("CARGO_BIN_EXE_etcd-charm"))
-        .args(["nrpe-check", "cert-expiry"])
-        .env("ETCD_CHARM_ROOT", up.m.root(&u))
-        .output()
-        .unwrap();
-    let line = String::from_utf8_lossy(&check.stdout).into_owned();
-    assert!(check.status.success(), "cert-expiry: {line}");
-    assert!(
-        line.starts_with("ETCD OK: ") && line.contains("certificate expires in"),
-        "{line}"
     );
 }
 
