@@ -43,6 +43,9 @@
 //! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
 //! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,
 //! drops and refuses); `logging` (tracing → juju-log).
+//! Rule 7 in the plan: `insecure` (no plain listener off loopback unless
+//! the operator asks) and `expiry` (certificate end dates, `certificates`
+//! gone; the `etcd-cert-expiry` check).
 //!
 //! `sim` is a separate house: jujusim, a generic local Juju model that knows
 //! Juju and never etcd (its own map is in `sim/mod.rs`).
