@@ -25,6 +25,7 @@ pub mod options;
 pub mod plan;
 pub mod quiet;
 mod running;
+pub mod snap_upgrade;
 pub mod token;
 pub mod turn;
 mod volume;
