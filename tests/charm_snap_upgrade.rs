@@ -236,3 +236,186 @@ fn action(m: &Model, unit: &str, params: &[&str]) -> serde_json::Value {
     assert_eq!(v["status"], "completed", "{text}");
     v["results"].clone()
 }
+
+/// A 3.5 that never comes up (its `etcd` only answers `--version`): the
+/// first member refreshed stays down, its unit is blocked with the
+/// `snap revert` advice, and no other member is refreshed (the turn is
+/// never granted while a voter is down). `snap revert` on it and the
+/// channel set back bring the cluster back, same members, keys kept.
+#[test]
+fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let fake = tempfile::tempdir().unwrap();
+    let etcd = fake.path().join("etcd");
+    std::fs::write(
+        &etcd,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'etcd Version: 3.5.99'; exit 0; }\n\
+         echo 'this etcd 3.5.99 never starts' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&etcd, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let etcdctl = std::process::Command::new("sh")
+        .args(["-c", "command -v etcdctl"])
+        .output()
+        .unwrap();
+    let etcdctl = String::from_utf8_lossy(&etcdctl.stdout).trim().to_string();
+    std::os::unix::fs::symlink(&etcdctl, fake.path().join("etcdctl")).unwrap();
+    let m = Model::new();
+    let _machines = Machines(&m);
+    let env = format!("SNAP_STANDIN_ETCD35={}", fake.path().display());
+    deploy_systemd(&m, 3, &[&env, "ETCD_CHARM_TURN_WAIT=15"]);
+    m.assert_all_healthy(3);
+    let ids = wal_all(&m);
+    put_keys(&m.endpoints(), "kept", KEYS);
+
+    m.ok(&["config", "etcd", "channel=3.5/stable"]);
+    m.ok(&["settle"]);
+    let w = statuses(&m);
+    let failed: Vec<&(String, String, String)> = w
+        .iter()
+        .filter(|(_, s, msg)| s == "blocked" && msg.contains("snap revert etcd"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{w:?}");
+    let bad = failed[0].0.clone();
+    eprintln!("the failed unit says: {}", failed[0].2);
+    for u in m.units() {
+        let list = inside_text(&m, &u, &["snap", "list", "etcd"]);
+        if u == bad {
+            assert!(list.contains("280"), "{u}: {list}");
+            assert!(member_version(&m, &u).is_none(), "{u} answers");
+        } else {
+            // Never refreshed: still 3.4 and serving.
+            assert!(
+                list.contains("233") && list.contains("3.4/stable"),
+                "{u}: {list}"
+            );
+            assert!(
+                member_version(&m, &u).is_some_and(|v| v.starts_with("3.4.")),
+                "{u}"
+            );
+        }
+    }
+    // Another round of hooks changes nothing: the roll stays stopped.
+    m.ok(&["update-status"]);
+    m.ok(&["settle"]);
+    for u in m.units().iter().filter(|u| **u != bad) {
+        let list = inside_text(&m, u, &["snap", "list", "etcd"]);
+        assert!(
+            list.contains("233"),
+            "{u} was refreshed after a failure: {list}"
+        );
+    }
+
+    // The rollback the status advises, then the channel set back.
+    let revert = inside(&m, &bad, &["snap", "revert", "etcd"]);
+    assert!(revert.status.success(), "{revert:?}");
+    let _ = inside(&m, &bad, &["systemctl", "reset-failed", "snap.etcd.etcd"]);
+    let _ = inside(&m, &bad, &["systemctl", "start", "snap.etcd.etcd"]);
+    wait_until(
+        "the reverted member to serve",
+        Duration::from_secs(90),
+        || member_version(&m, &bad).is_some_and(|v| v.starts_with("3.4.")),
+    );
+    m.ok(&["config", "etcd", "channel=3.4/stable"]);
+    settle_active(&m, 3);
+    for u in m.units() {
+        assert!(member_version(&m, &u).is_some_and(|v| v.starts_with("3.4.")));
+        assert_keys(&m.endpoint(&u), "kept", KEYS);
+    }
+    assert_eq!(wal_all(&m), ids, "member IDs changed");
+}
+
+/// `snapd_refresh`: `max` (the default) holds etcd's automatic refreshes;
+/// a timer unholds etcd and sets snapd's refresh.timer; `""` unholds and
+/// leaves snapd its default timer (as the stand-in records them).
+#[test]
+fn snapd_refresh_holds_or_times_snapds_auto_refresh() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1, &[]);
+    let u = "etcd/0";
+    let held = |m: &Model| inside_text(m, u, &["snap", "list", "etcd"]).contains("held");
+    let timer = |m: &Model| {
+        let out = inside(m, u, &["snap", "get", "system", "refresh.timer"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    assert!(held(&m), "not held after deploy");
+    assert_eq!(timer(&m), None);
+
+    m.ok(&["config", "etcd", "snapd_refresh=fri,23:00-01:00"]);
+    m.ok(&["settle"]);
+    assert!(!held(&m), "still held with a timer");
+    assert_eq!(timer(&m).as_deref(), Some("fri,23:00-01:00"));
+
+    m.ok(&["config", "etcd", "snapd_refresh="]);
+    m.ok(&["settle"]);
+    assert!(!held(&m));
+    assert_eq!(timer(&m), None, "the timer was not reset");
+
+    m.ok(&["config", "etcd", "snapd_refresh=max"]);
+    m.ok(&["settle"]);
+    assert!(held(&m), "not held again with max");
+    m.assert_all_healthy(1);
+}
+
+/// `snap install` starts the snap's service at once, before the charm has
+/// written etcd.conf.yml: that first run must find no config and exit 0
+/// (the etcd snap's wrapper), so no etcd ever runs on defaults (no
+/// `default.etcd` member, no failed start spent against the start limit);
+/// etcd first runs on the charm's config.
+#[test]
+fn no_etcd_runs_before_the_charm_wrote_its_config() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1, &[]);
+    m.assert_all_healthy(1);
+    let u = "etcd/0";
+    let journal = inside_text(
+        &m,
+        u,
+        &[
+            "journalctl",
+            "--no-pager",
+            "-o",
+            "cat",
+            "-u",
+            "snap.etcd.etcd",
+        ],
+    );
+    let no_config = journal
+        .find("No config found")
+        .unwrap_or_else(|| panic!("the install-time start did not find 'no config':\n{journal}"));
+    // etcd's own first line comes after that exit.
+    let first_etcd = journal
+        .find("etcd Version")
+        .or_else(|| journal.find("\"level\""))
+        .unwrap_or_else(|| panic!("etcd never logged:\n{journal}"));
+    assert!(no_config < first_etcd, "{journal}");
+    assert!(!journal.contains("Failed with result"), "{journal}");
+    assert_eq!(unit_prop(&m, u, "NRestarts"), "0");
+    for dir in ["var/snap/etcd/current", "var/snap/etcd/common"] {
+        let d = m.root(u).join(dir);
+        assert!(!d.join("default.etcd").exists(), "{}", d.display());
+        assert!(!d.join("member").exists() || dir.ends_with("current"));
+    }
+    let main = unit_prop(&m, u, "MainPID");
+    let cmd = inside_text(&m, u, &["cat", &format!("/proc/{main}/cmdline")]);
+    assert!(
+        cmd.contains("/var/snap/etcd/common/etcd.conf.yml"),
+        "{cmd:?}"
+    );
+}

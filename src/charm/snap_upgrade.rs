@@ -118,8 +118,8 @@ fn disk_room(snap_data_bytes: u64, free_bytes: u64) -> Option<String> {
 /// The status after a refresh that did not come back healthy.
 pub fn rollback_advice(unit: &str, wanted: &str, why: &str) -> String {
     format!(
-        "etcd upgrade to {wanted} failed ({why}); to roll back run `snap revert etcd` on {unit} \
-         (it also restores the data copy taken before the refresh: writes since are lost on that member)"
+        "etcd upgrade to {wanted} failed ({why}); the roll stopped. To roll back run `snap revert etcd` on {unit}, \
+         then set channel back (revert also restores SNAP_DATA as it was before the refresh; see the README)"
     )
 }
 
@@ -128,6 +128,9 @@ pub fn rollback_advice(unit: &str, wanted: &str, why: &str) -> String {
 pub struct SnapSeen {
     /// The channel `snap list` says etcd tracks; None if from a file.
     pub tracking: Option<String>,
+    /// The version `snap list` shows (after a `snap revert` the snap still
+    /// tracks the newer channel but runs the older version).
+    pub installed: Option<String>,
     /// Read only when `channel` asks for another channel (else 0).
     pub snap_data_bytes: u64,
     pub free_bytes: u64,
@@ -199,12 +202,20 @@ impl std::fmt::Display for UpgradeStep {
     }
 }
 
-/// The channel the snap tracks and the one `channel` asks for, when they
-/// differ (snap backend, a snap from a channel).
+/// Where the upgrade starts and the channel `channel` asks for, when the
+/// snap tracks another channel (snap backend, a snap from a channel). The
+/// start is the installed version's track (`3.4/stable` for 3.4.23), so a
+/// member reverted by hand moves back to the channel it runs without being
+/// taken for a downgrade; the tracked channel when the version is unknown.
 pub fn pending(o: &Observed, c: &CharmConfig) -> Option<(String, String)> {
-    let tracking = o.snap.as_ref()?.tracking.clone()?;
+    let seen = o.snap.as_ref()?;
+    let tracking = seen.tracking.clone()?;
     let wanted = crate::service::normalize_channel(&c.channel);
-    (tracking != wanted).then_some((tracking, wanted))
+    let from = match seen.installed.as_deref().and_then(version_minor) {
+        Some((a, b)) if channel_minor(&tracking) != Some((a, b)) => format!("{a}.{b}/stable"),
+        _ => tracking.clone(),
+    };
+    (tracking != wanted).then_some((from, wanted))
 }
 
 /// Adds the upgrade of this unit's running member, or says why not yet.
@@ -332,6 +343,7 @@ mod tests {
         }
         o.snap = Some(SnapSeen {
             tracking: Some(tracking.into()),
+            installed: None,
             snap_data_bytes: 10 << 20,
             free_bytes: 10 << 30,
         });
@@ -421,5 +433,19 @@ mod tests {
             .status
             .iter()
             .any(|(k, m)| *k == StatusKind::Waiting && m.contains("3.5")));
+    }
+
+    #[test]
+    fn a_member_reverted_by_hand_goes_back_to_the_channel_it_runs() {
+        // Reverted: tracks 3.5/stable, runs 3.4.23; channel set back to 3.4.
+        let mut o = settled("3.5/stable", "3.4/stable");
+        o.snap.as_mut().unwrap().installed = Some("3.4.23".into());
+        let p = super::super::plan::plan(&o, &Paths::new("/r"), None);
+        assert!(keys(&p).contains(&"snap-refresh"), "{:?}", p.steps);
+        assert!(p.status.is_empty(), "{:?}", p.status);
+        // Running 3.5 while tracking 3.5: going to 3.4 is a downgrade.
+        o.snap.as_mut().unwrap().installed = Some("3.5.1".into());
+        let p = super::super::plan::plan(&o, &Paths::new("/r"), None);
+        assert!(!keys(&p).contains(&"snap-refresh"), "{:?}", p.steps);
     }
 }

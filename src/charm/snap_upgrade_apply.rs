@@ -29,6 +29,7 @@ pub(super) fn observe(
     let info = service.snap_info()?;
     let mut seen = SnapSeen {
         tracking: info.tracking,
+        installed: Some(info.version),
         ..Default::default()
     };
     let wanted = config.map(|c| crate::service::normalize_channel(&c.channel));
@@ -198,7 +199,10 @@ impl Applier<'_> {
                     info!("etcd {} at {ep} is {ids}, healthy", s.version);
                     return Ok(None);
                 }
-                Err(e) => why = format!("the member does not answer: {e}"),
+                Err(e) => {
+                    tracing::debug!("{e}");
+                    why = "the member does not answer".into();
+                }
             }
             std::thread::sleep(Duration::from_millis(500));
         }

@@ -65,26 +65,36 @@ pub fn standin_dir() -> String {
         .to_string()
 }
 
-/// Deploys `n` units on systemd machines with the snap backend; `env` are
-/// more `NAME=value` for the machines' hooks and actions.
-pub fn deploy_systemd(m: &Model, n: u32, env: &[&str]) {
-    let standin = format!("{}:/usr/local/sbin", standin_dir());
-    let mut args = vec![
+/// The `jujusim deploy` arguments for systemd machines with the stand-in
+/// and the snap backend; `env` are more `NAME=value` for the machines'
+/// hooks and actions.
+pub fn systemd_args(env: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
         "--machines",
         "systemd",
         "--machine-bind",
-        &standin,
+        &format!("{}:/usr/local/sbin", standin_dir()),
         "--machine-bind",
         "{unit_root}/var/lib/snapd-standin:/var/lib/snapd-standin",
         "--systemd-env",
         "ETCD_CHARM_SERVICE=snap",
         "--systemd-env",
         "ETCD_CHARM_ROOT=/",
-    ];
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for e in env {
-        args.push("--systemd-env");
-        args.push(e);
+        args.push("--systemd-env".into());
+        args.push(e.to_string());
     }
+    args
+}
+
+/// Deploys `n` units on systemd machines (see [`systemd_args`]).
+pub fn deploy_systemd(m: &Model, n: u32, env: &[&str]) {
+    let args = systemd_args(env);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     m.deploy_with(n, &args);
     for u in m.units() {
         let unit = m.unit(&u);
