@@ -419,3 +419,69 @@ fn no_etcd_runs_before_the_charm_wrote_its_config() {
         "{cmd:?}"
     );
 }
+
+/// The legacy layout on snap paths: a member the snap runs from
+/// `/var/snap/etcd/current/<name>.etcd` (clusters born on etcd 2.3) is
+/// moved into the canonical data dir by the next hook, through systemd:
+/// same member, keys kept, config rewritten, the unit active.
+#[test]
+fn a_legacy_member_on_snap_paths_is_moved_to_the_canonical_dir() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1, &[]);
+    let u = "etcd/0";
+    let ids = m.wal_ids(u);
+    put_keys(&m.endpoint(u), "legacy", 20);
+    let conf = m.root(u).join("var/snap/etcd/common/etcd.conf.yml");
+    let name = std::fs::read_to_string(&conf)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+        .expect("a name in etcd.conf.yml");
+    let legacy = format!("/var/snap/etcd/current/{name}.etcd");
+    let script = format!(
+        "systemctl stop snap.etcd.etcd; cd /var/snap/etcd/current; mkdir {name}.etcd; \
+         mv member {name}.etcd/; \
+         sed -i 's#^data-dir:.*#data-dir: {legacy}#' /var/snap/etcd/common/etcd.conf.yml; \
+         systemctl start snap.etcd.etcd"
+    );
+    let out = inside(&m, u, &["sh", "-ec", &script]);
+    assert!(out.status.success(), "{out:?}");
+    wait_until("etcd on the legacy dir", Duration::from_secs(60), || {
+        etcdctl(&m.endpoint(u), &["endpoint", "health"])
+            .status
+            .success()
+    });
+    let legacy_host = m.root(u).join(legacy.trim_start_matches('/'));
+    assert!(legacy_host.join("member/wal").is_dir());
+    assert!(!m.data_dir(u).join("member").exists());
+
+    m.ok(&[
+        "config",
+        "etcd",
+        "heartbeat_interval=120",
+        "election_timeout=1200",
+    ]);
+    settle_active(&m, 1);
+    assert!(m.data_dir(u).join("member/wal").is_dir(), "not moved");
+    assert!(
+        !legacy_host.join("member").exists(),
+        "still in the legacy dir"
+    );
+    assert_eq!(m.wal_ids(u), ids, "another member");
+    assert_keys(&m.endpoint(u), "legacy", 20);
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("data-dir:")
+            && l.trim_end()
+                .trim_end_matches('"')
+                .ends_with("/var/snap/etcd/current")),
+        "{text}"
+    );
+    assert_eq!(unit_prop(&m, u, "ActiveState"), "active");
+}
