@@ -208,6 +208,9 @@ impl std::fmt::Display for UpgradeStep {
 /// member reverted by hand moves back to the channel it runs without being
 /// taken for a downgrade; the tracked channel when the version is unknown.
 pub fn pending(o: &Observed, c: &CharmConfig) -> Option<(String, String)> {
+    if c.channel_auto {
+        return None;
+    }
     let seen = o.snap.as_ref()?;
     let tracking = seen.tracking.clone()?;
     let wanted = crate::service::normalize_channel(&c.channel);
@@ -340,6 +343,7 @@ mod tests {
         });
         if let Ok(c) = o.config.as_mut() {
             c.channel = wanted.into();
+            c.channel_auto = false;
         }
         o.snap = Some(SnapSeen {
             tracking: Some(tracking.into()),
@@ -447,5 +451,22 @@ mod tests {
         o.snap.as_mut().unwrap().installed = Some("3.5.1".into());
         let p = super::super::plan::plan(&o, &Paths::new("/r"), None);
         assert!(!keys(&p).contains(&"snap-refresh"), "{:?}", p.steps);
+    }
+
+    #[test]
+    fn channel_auto_leaves_an_installed_snap_alone() {
+        let mut o = settled("3.3/stable", "3.4/stable");
+        if let Ok(c) = o.config.as_mut() {
+            c.channel_auto = true;
+        }
+        let p = super::super::plan::plan(&o, &Paths::new("/r"), None);
+        assert!(!keys(&p).contains(&"snap-refresh"), "{:?}", p.steps);
+        assert!(p.status.is_empty(), "{:?}", p.status);
+        let c = CharmConfig::parse(serde_json::json!({"channel": "auto"}).as_object().unwrap())
+            .unwrap();
+        assert!(c.channel_auto);
+        let c =
+            CharmConfig::parse(serde_json::json!({"channel": "3.5"}).as_object().unwrap()).unwrap();
+        assert!(!c.channel_auto);
     }
 }
