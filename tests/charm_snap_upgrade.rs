@@ -299,9 +299,16 @@ fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
             );
         }
     }
-    // Another round of hooks changes nothing: the roll stays stopped.
+    // Another round of hooks changes nothing: the roll stays stopped, and
+    // the failed unit still says how to roll back.
     m.ok(&["update-status"]);
     m.ok(&["settle"]);
+    let w = statuses(&m);
+    assert!(
+        w.iter()
+            .any(|(u, s, msg)| *u == bad && s == "blocked" && msg.contains("snap revert etcd")),
+        "{w:?}"
+    );
     for u in m.units().iter().filter(|u| **u != bad) {
         let list = inside_text(&m, u, &["snap", "list", "etcd"]);
         assert!(

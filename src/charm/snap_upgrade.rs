@@ -221,9 +221,43 @@ pub fn pending(o: &Observed, c: &CharmConfig) -> Option<(String, String)> {
     (tracking != wanted).then_some((from, wanted))
 }
 
+/// A member whose snap runs a newer minor than the cluster, and which does
+/// not answer: a refresh that did not come back (its verify failed in an
+/// earlier hook). Every later hook keeps the rollback advice in the status,
+/// rather than only the failed start's.
+fn stuck_after_refresh(o: &Observed) -> Option<String> {
+    if o.local.is_some() || o.local_ids().is_none() {
+        return None;
+    }
+    let installed = o.snap.as_ref()?.installed.as_deref()?;
+    let tracking = o.snap.as_ref()?.tracking.as_deref()?;
+    let cluster = &o.cluster.as_ref()?.status.version;
+    let newer = version_minor(installed)? > version_minor(cluster)?;
+    newer.then(|| {
+        rollback_advice(
+            &o.unit,
+            tracking,
+            &format!(
+                "this member's etcd {installed} does not answer while the cluster runs {cluster}"
+            ),
+        )
+    })
+}
+
 /// Adds the upgrade of this unit's running member, or says why not yet.
 /// Pure. Called after the member's own plan (with_wal.rs).
 pub fn plan(o: &Observed, c: &CharmConfig, paths: &Paths, p: &mut Plan) {
+    if let Some(msg) = stuck_after_refresh(o) {
+        // Starting it again would only fail again: the operator decides.
+        p.steps.retain(|s| {
+            !matches!(
+                s,
+                Step::StartEtcd | Step::WaitMember | Step::VerifyMember(_)
+            )
+        });
+        p.status.push((StatusKind::Blocked, msg));
+        return;
+    }
     let Some((tracking, wanted)) = pending(o, c) else {
         return;
     };
@@ -468,5 +502,34 @@ mod tests {
         let c =
             CharmConfig::parse(serde_json::json!({"channel": "3.5"}).as_object().unwrap()).unwrap();
         assert!(!c.channel_auto);
+    }
+
+    #[test]
+    fn a_refreshed_member_that_does_not_answer_keeps_the_rollback_advice() {
+        let mut o = settled("3.5/stable", "3.5/stable");
+        o.snap.as_mut().unwrap().installed = Some("3.5.1".into());
+        // Its own member is down; the peers answer at 3.4.
+        o.local = None;
+        o.active = false;
+        let p = super::super::plan::plan(&o, &Paths::new("/r"), None);
+        let blocked: Vec<&String> = p
+            .status
+            .iter()
+            .filter(|(k, _)| *k == StatusKind::Blocked)
+            .map(|(_, m)| m)
+            .collect();
+        assert!(
+            blocked.iter().any(|m| m.contains("snap revert etcd")),
+            "{:?}",
+            p.status
+        );
+        assert!(!p.steps.contains(&Step::StartEtcd), "{:?}", p.steps);
+        // Running, or at the cluster's own minor: no such status.
+        let mut up = settled("3.5/stable", "3.5/stable");
+        up.snap.as_mut().unwrap().installed = Some("3.4.23".into());
+        up.local = None;
+        up.active = false;
+        let p = super::super::plan::plan(&up, &Paths::new("/r"), None);
+        assert!(!p.status.iter().any(|(_, m)| m.contains("snap revert")));
     }
 }
