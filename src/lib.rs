@@ -38,7 +38,9 @@
 //! `leader` (membership), `lease` (leadership re-checks), `turn` (the
 //! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`,
 //! `certificates`), `monitoring` + `nagios` (prometheus, grafana, nrpe),
-//! `volume` (the data storage), `alarms`, `options`, `token`, `config`;
+//! `volume` (the data storage), `alarms`, `options`, `token`, `config`,
+//! `snap_upgrade` (etcd version upgrades through `channel`; its I/O and
+//! the `snap-upgrade` action in `snap_upgrade_apply`);
 //! `apply` (the only code that changes anything); `actions`
 //! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
 //! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,

@@ -13,6 +13,9 @@ pub struct CharmConfig {
     pub election_timeout: u64,
     pub bind_to_all_interfaces: bool,
     pub channel: String,
+    /// `channel` was `auto` (or unset): `channel` above is only what a new
+    /// install gets; an installed snap keeps its version (snap_upgrade.rs).
+    pub channel_auto: bool,
     /// Adds `http://127.0.0.1:4001` to the client listeners (the Python
     /// charm's option of the same name).
     pub bind_with_insecure_http: bool,
@@ -96,6 +99,7 @@ impl Default for CharmConfig {
             election_timeout: 1000,
             bind_to_all_interfaces: true,
             channel: "3.4/stable".into(),
+            channel_auto: true,
             bind_with_insecure_http: false,
             snapd_refresh: SnapdRefresh::Hold,
             tls_cipher_suites: Vec::new(),
@@ -325,6 +329,11 @@ impl CharmConfig {
         }
         let bind_to_all_interfaces =
             boolean(m, "bind_to_all_interfaces", d.bind_to_all_interfaces)?;
+        let channel_auto = match m.get("channel") {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.trim().is_empty() || s.trim() == "auto",
+            Some(_) => false,
+        };
         let channel = match m.get("channel") {
             None | Some(Value::Null) => d.channel,
             // "auto": the channel this charm ships with.
@@ -345,6 +354,7 @@ impl CharmConfig {
             election_timeout,
             bind_to_all_interfaces,
             channel,
+            channel_auto,
             bind_with_insecure_http,
             snapd_refresh: snapd_refresh(m)?,
             tls_cipher_suites: cipher_suites(m)?,

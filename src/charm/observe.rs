@@ -97,6 +97,8 @@ pub struct Observed {
     /// The notAfter of the certificates the kept TLS serves with, and the
     /// clock (expiry.rs); None without TLS.
     pub cert_dates: Option<super::expiry::CertDates>,
+    /// The etcd snap as `snap list` shows it (snap backend; snap_upgrade.rs).
+    pub snap: Option<super::snap_upgrade::SnapSeen>,
 }
 
 impl Observed {
@@ -411,6 +413,7 @@ pub fn observe_with(
         Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
         None => Vec::new(),
     };
+    let snap = super::snap_upgrade_apply::observe(service, paths, config.as_ref().ok());
     let observed = Observed {
         storage,
         event: ctx.event.clone(),
@@ -442,6 +445,7 @@ pub fn observe_with(
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
         cert_dates: tls.as_ref().map(|_| super::expiry::observe(paths)),
+        snap,
         tls,
         server_key,
     };
