@@ -6,118 +6,12 @@
 //! tests say so and pass without them. Run one at a time.
 
 mod charm_support;
+mod systemd_support;
 use charm_support::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
-
-/// Why these tests cannot run here, if they cannot.
-fn unavailable() -> Option<&'static str> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        == Some("0");
-    if !root {
-        return Some("not root");
-    }
-    if !Path::new("/lib/systemd/systemd").is_file() {
-        return Some("no /lib/systemd/systemd");
-    }
-    None
-}
-
-/// Kills every machine of a model on drop (after the model's own destroy,
-/// which stops them already): a machine must never outlive its test.
-struct Machines<'a>(&'a Model);
-
-impl Drop for Machines<'_> {
-    fn drop(&mut self) {
-        let Ok(rd) = std::fs::read_dir(self.0.dir.join("units")) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let Ok(pid) = std::fs::read_to_string(e.path().join("machine.pid")) else {
-                continue;
-            };
-            let Ok(pid) = pid.trim().parse::<i32>() else {
-                continue;
-            };
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            if comm.trim() == "systemd" {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::SIGKILL,
-                );
-            }
-        }
-    }
-}
-
-fn standin_dir() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapd-standin")
-        .display()
-        .to_string()
-}
-
-/// Deploys `n` units on systemd machines with the snap backend (the direct
-/// backend, under the unit's root, should a machine fall back).
-fn deploy_systemd(m: &Model, n: u32) {
-    let standin = format!("{}:/usr/local/sbin", standin_dir());
-    m.deploy_with(
-        n,
-        &[
-            "--machines",
-            "systemd",
-            "--machine-bind",
-            &standin,
-            "--machine-bind",
-            "{unit_root}/var/lib/snapd-standin:/var/lib/snapd-standin",
-            "--systemd-env",
-            "ETCD_CHARM_SERVICE=snap",
-            "--systemd-env",
-            "ETCD_CHARM_ROOT=/",
-        ],
-    );
-    for u in m.units() {
-        let unit = m.unit(&u);
-        assert_eq!(unit["machine-mode"], "systemd", "{u}: {unit}");
-    }
-}
-
-/// The host pid of a unit's machine (its systemd).
-fn machine_pid(m: &Model, unit: &str) -> i32 {
-    m.unit(unit)["machine-pid"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{unit} has no running machine")) as i32
-}
-
-/// A command inside a unit's machine.
-fn inside(m: &Model, unit: &str, args: &[&str]) -> Output {
-    std::process::Command::new("nsenter")
-        .args(["-t", &machine_pid(m, unit).to_string(), "-m", "-p", "--"])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("running nsenter")
-}
-
-fn inside_text(m: &Model, unit: &str, args: &[&str]) -> String {
-    String::from_utf8_lossy(&inside(m, unit, args).stdout)
-        .trim()
-        .to_string()
-}
-
-fn unit_prop(m: &Model, unit: &str, prop: &str) -> String {
-    inside_text(
-        m,
-        unit,
-        &["systemctl", "show", "-p", prop, "--value", "snap.etcd.etcd"],
-    )
-}
+use systemd_support::*;
 
 fn wal_all(m: &Model) -> BTreeMap<String, etcd_charm::wal::WalIds> {
     m.units()
@@ -148,7 +42,7 @@ fn three_units_reach_active_on_systemd_machines_with_the_snap() {
     let m = Model::new();
     let _machines = Machines(&m);
     let t = Instant::now();
-    deploy_systemd(&m, 3);
+    deploy_systemd(&m, 3, &[]);
     let systemd_time = t.elapsed();
     m.assert_all_healthy(3);
     for u in m.units() {
@@ -218,7 +112,7 @@ fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
     }
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 3);
+    deploy_systemd(&m, 3, &[]);
     let ids = wal_all(&m);
     let u = "etcd/1";
     let before = unit_prop(&m, u, "MainPID");
@@ -268,7 +162,7 @@ fn the_guard_refuses_a_start_on_an_empty_dir_beside_the_member() {
     }
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 1);
+    deploy_systemd(&m, 1, &[]);
     let u = "etcd/0";
     let ids = m.wal_ids(u);
     let sh = |script: &str| inside(&m, u, &["sh", "-ec", script]);
@@ -337,7 +231,7 @@ fn the_standin_refreshes_and_reverts_as_snapd_does() {
     };
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 1);
+    deploy_systemd(&m, 1, &[]);
     let u = "etcd/0";
     let ids = m.wal_ids(u);
     put_keys(&m.endpoint(u), "rev233", 5);
@@ -404,7 +298,7 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     }
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 3);
+    deploy_systemd(&m, 3, &[]);
     let ids = wal_all(&m);
     put_keys(&m.endpoints(), "before-reboot", 10);
     let pids: Vec<i32> = m.units().iter().map(|u| machine_pid(&m, u)).collect();
@@ -514,7 +408,7 @@ fn a_hook_resets_the_start_limit_and_the_unit_comes_back() {
     }
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 1);
+    deploy_systemd(&m, 1, &[]);
     let u = "etcd/0";
     let ids = m.wal_ids(u);
     let sh = |script: &str| inside(&m, u, &["sh", "-ec", script]);

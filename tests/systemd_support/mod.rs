@@ -1,6 +1,6 @@
 //! Helpers for tests on jujusim's systemd machines (`--machines systemd`,
-//! the snapd stand-in, the charm's snap backend): the same recipe as
-//! tests/charm_systemd.rs, shared so further such tests need no copy.
+//! the snapd stand-in, the charm's snap backend): one recipe for
+//! tests/charm_systemd.rs and tests/charm_snap_upgrade.rs.
 #![allow(dead_code)]
 
 use crate::charm_support::*;
