@@ -113,6 +113,8 @@ pub enum Step {
     ReleaseTurn,
     /// Prepares or releases the `data` storage volume (storage.rs).
     Volume(crate::storage::VolumeStep),
+    /// A step of a restore (restore.rs).
+    Restore(super::restore::RestoreStep),
 }
 
 impl std::fmt::Display for Step {
@@ -168,6 +170,7 @@ impl std::fmt::Display for Step {
                 write!(f, "give back the rolling turn once every voter is healthy")
             }
             Step::Volume(v) => write!(f, "{v}"),
+            Step::Restore(r) => write!(f, "{r}"),
         }
     }
 }
@@ -442,6 +445,10 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 /// The plan, with a rolling turn around any step that takes this unit's
 /// started member down (charm/turn.rs).
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    // A restore replaces the whole cluster: no rolling turn (restore.rs).
+    if let Some(p) = super::restore::plan(o, paths) {
+        return p;
+    }
     let mut p = plan_steps(o, paths, dropin);
     // The stop hook stops etcd whatever else blocked the plan (bad config,
     // TLS, a conflict): the unit is going away either way.
