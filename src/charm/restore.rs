@@ -518,3 +518,153 @@ impl super::apply::Applier<'_> {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Location;
+    use crate::wal::WalIds;
+
+    const OLD: u64 = 0xc1;
+    const NEW: u64 = 0xc2;
+
+    fn req(unit: &str) -> Request {
+        Request {
+            id: "2026-01-01T00-00-00Z".into(),
+            unit: unit.into(),
+            sha256: "ab".repeat(32),
+            old_cluster: OLD,
+            file: PathBuf::from("/r/var/snap/etcd/common/backups/restore-x.db"),
+        }
+    }
+
+    /// etcd/0 (leader unless told) with a WAL of `cluster`, running or not.
+    fn unit(leader: bool, cluster: Option<u64>, active: bool, done: bool) -> Observed {
+        let mut o = super::super::plan_tests::fresh(leader);
+        o.leader.legacy.insert(TOKEN_KEY.into(), "TOKEN1".into());
+        o.leader
+            .legacy
+            .insert(REQUEST.into(), req("etcd/0").format());
+        o.leader.legacy.insert(
+            CLUSTER_ID.into(),
+            format!("{:x}", if done { NEW } else { OLD }),
+        );
+        if done {
+            o.leader.legacy.insert(DONE.into(), req("etcd/0").id);
+        }
+        let ids = cluster.map(|c| WalIds {
+            member_id: 0x11,
+            cluster_id: c,
+        });
+        let mut l = Location {
+            path: Paths::new("/r").data_dir(),
+            role: Role::Canonical,
+            exists: true,
+            member: Ok(ids),
+            facts: Default::default(),
+        };
+        l.facts.member_dir = ids.is_some();
+        o.disk.locations = vec![l];
+        o.active = active;
+        o
+    }
+
+    const TOKEN_KEY: &str = super::super::plan::TOKEN;
+
+    fn keys(p: &Plan) -> Vec<&'static str> {
+        p.steps.iter().map(super::super::apply::step_key).collect()
+    }
+
+    #[test]
+    fn a_request_reads_back_as_written() {
+        let r = req("etcd/2");
+        assert_eq!(Request::parse(&r.format()), Some(r));
+        assert_eq!(Request::parse("id etcd/0 ab c1"), None);
+        assert_eq!(Request::parse("id etcd/0 ab zz /f"), None);
+    }
+
+    #[test]
+    fn revisions_are_bumped_from_etcd_3_5() {
+        assert_eq!(bump_for(Some("3.4.23")), None);
+        assert_eq!(bump_for(Some("3.5.1")), Some(BUMP));
+        assert_eq!(bump_for(Some("3.6.0")), Some(BUMP));
+        assert_eq!(bump_for(None), None);
+    }
+
+    #[test]
+    fn the_restoring_unit_stops_sets_aside_restores_starts_and_records() {
+        let p = plan(&unit(true, Some(OLD), true, false), &Paths::new("/r")).unwrap();
+        assert_eq!(
+            keys(&p),
+            [
+                "stop",
+                "move-aside",
+                "restore-snapshot",
+                "write-config",
+                "start",
+                "wait-member",
+                "restore-record"
+            ]
+        );
+        // No rolling turn: the old cluster is being replaced.
+        let Step::Restore(RestoreStep::Snapshot { token, bump, .. }) = &p.steps[2] else {
+            panic!("{:?}", p.steps);
+        };
+        assert_eq!(token, "TOKEN1-restore-2026-01-01T00-00-00Z");
+        assert_eq!(*bump, None);
+        let mut o = unit(true, Some(OLD), false, false);
+        o.etcd_version = Some("3.5.1".into());
+        let p = plan(&o, &Paths::new("/r")).unwrap();
+        assert!(p.steps.iter().any(|s| matches!(
+            s,
+            Step::Restore(RestoreStep::Snapshot {
+                bump: Some(BUMP),
+                ..
+            })
+        )));
+    }
+
+    #[test]
+    fn a_killed_restore_continues_from_what_is_on_disk() {
+        let paths = Paths::new("/r");
+        // Set aside already: restore next.
+        let p = plan(&unit(true, None, false, false), &paths).unwrap();
+        assert_eq!(keys(&p)[0], "restore-snapshot");
+        // Restored, not recorded: only bring it up and record.
+        let p = plan(&unit(true, Some(NEW), false, false), &paths).unwrap();
+        assert!(!keys(&p).contains(&"restore-snapshot"), "{:?}", keys(&p));
+        assert_eq!(keys(&p).last(), Some(&"restore-record"));
+        // Recorded in both homes: the ordinary plan again.
+        let mut o = unit(true, Some(NEW), true, true);
+        o.leader.app = o.leader.legacy.clone();
+        assert_eq!(plan(&o, &paths), None);
+    }
+
+    #[test]
+    fn other_units_leave_the_old_cluster_only_once_the_restored_one_is_recorded() {
+        let paths = Paths::new("/r");
+        let other = |cluster, done| {
+            let mut o = unit(false, Some(cluster), true, done);
+            o.unit = "etcd/1".into();
+            o.member_name = "etcd1".into();
+            o
+        };
+        assert_eq!(plan(&other(OLD, false), &paths), None);
+        let p = plan(&other(OLD, true), &paths).unwrap();
+        assert_eq!(keys(&p), ["stop", "move-aside"]);
+        // A member of the restored cluster (rejoined) is left alone.
+        assert_eq!(plan(&other(NEW, true), &paths), None);
+    }
+
+    #[test]
+    fn a_record_lost_from_the_app_databag_is_copied_back() {
+        let mut o = unit(true, Some(NEW), true, true);
+        o.leader.app.insert(CLUSTER_ID.into(), format!("{OLD:x}"));
+        let p = plan(&o, &Paths::new("/r")).unwrap();
+        let Step::SetLeaderData(d) = &p.steps[0] else {
+            panic!("{:?}", p.steps)
+        };
+        assert_eq!(d[CLUSTER_ID], format!("{NEW:x}"));
+        assert_eq!(d[DONE], req("etcd/0").id);
+    }
+}
