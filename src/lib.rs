@@ -39,8 +39,9 @@
 //! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`,
 //! `certificates`), `monitoring` + `nagios` (prometheus, grafana, nrpe),
 //! `volume` (the data storage), `alarms`, `options`, `token`, `config`;
+//! `restore` (a restore's plan and its apply half);
 //! `apply` (the only code that changes anything); `actions`
-//! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
+//! (+ `actions_ops`, `actions_debug`, `actions_restore`), `checks` (the `nrpe-check` plugins);
 //! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,
 //! drops and refuses); `logging` (tracing → juju-log).
 //!

@@ -31,6 +31,12 @@ pub fn restore(ctx: &ActionCtx) -> Result<Databag> {
     let leader = leader_data(ctx, &hook)?;
     let mut out = Databag::new();
     let req = match get(&leader, restore::REQUEST).and_then(Request::parse) {
+        Some(r) if get(&leader, restore::DONE) != Some(r.id.as_str()) && r.unit != ctx.unit => {
+            return Err(Error::Other(format!(
+                "restore {} begun on {} is unfinished: it completes there (its hooks, or this action run on {} once it leads again); nothing was changed here",
+                r.id, r.unit, r.unit
+            )));
+        }
         Some(r) if get(&leader, restore::DONE) != Some(r.id.as_str()) => {
             ctx.log(&format!("restore {} is unfinished: resuming it", r.id));
             out.insert(
@@ -67,6 +73,7 @@ pub fn restore(ctx: &ActionCtx) -> Result<Databag> {
         get(&after, super::plan::CLUSTER_ID).unwrap_or("").into(),
     );
     out.insert("restore.sha256".into(), req.sha256.clone());
+    out.insert("restore.revisions".into(), revisions(ctx));
     out.insert(
         "output".into(),
         format!(
@@ -85,6 +92,22 @@ fn get<'a>(l: &'a LeaderData, key: &str) -> Option<&'a str> {
         .map(String::as_str)
         .filter(|v| !v.is_empty())
         .or_else(|| l.get(key))
+}
+
+/// What the restore did to revisions, by the tool it used (restore.rs).
+fn revisions(ctx: &ActionCtx) -> String {
+    let service = crate::service::Service::from_env(ctx.paths.clone(), "auto");
+    let v35 = restore::bump_for(service.version().as_deref()).is_some();
+    let bumped =
+        v35 && restore::snapshot_tool(&service, true).is_some_and(|t| restore::can_bump(&t));
+    if bumped {
+        format!(
+            "moved forward by {}; older revisions read as compacted (watchers re-list)",
+            restore::BUMP
+        )
+    } else {
+        "as in the snapshot: they went back (this etcd cannot bump them); restart kube-apiserver and other watchers".into()
+    }
 }
 
 fn leader_data(ctx: &ActionCtx, hook: &HookContext) -> Result<LeaderData> {

@@ -162,7 +162,8 @@ fn get<'a>(o: &'a Observed, key: &str) -> Option<&'a str> {
     legacy.or_else(|| o.leader.get(key))
 }
 
-/// etcd 3.5 and later restore with etcdutl and a revision bump.
+/// etcd 3.5 and later restore with etcdutl and a revision bump (where that
+/// etcdutl has it: apply checks, [`can_bump`]).
 pub fn bump_for(version: Option<&str>) -> Option<u64> {
     let v = version?;
     let mut it = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
@@ -377,6 +378,18 @@ pub fn snapshot_tool(service: &crate::service::Service, want_etcdutl: bool) -> O
     crate::service::find_on_path("etcdctl")
 }
 
+/// Whether this etcdutl offers `--bump-revision` (etcd 3.5's first
+/// releases do not; it came with later 3.5 patch releases and 3.6).
+pub fn can_bump(tool: &Path) -> bool {
+    std::process::Command::new(tool)
+        .args(["snapshot", "restore", "--help"])
+        .output()
+        .is_ok_and(|o| {
+            let text = [o.stdout, o.stderr].concat();
+            String::from_utf8_lossy(&text).contains("--bump-revision")
+        })
+}
+
 /// `snapshot status -w json`: (hash, revision, total keys, total size).
 pub fn snapshot_status(tool: &Path, file: &Path) -> Result<serde_json::Value> {
     let out = std::process::Command::new(tool)
@@ -454,8 +467,15 @@ impl super::apply::Applier<'_> {
                     .args(["--initial-advertise-peer-urls", peer_url])
                     .arg("--data-dir")
                     .arg(&scratch);
-                if let Some(n) = bump {
-                    cmd.args(["--bump-revision", &n.to_string(), "--mark-compacted"]);
+                match bump {
+                    Some(n) if can_bump(&tool) => {
+                        cmd.args(["--bump-revision", &n.to_string(), "--mark-compacted"]);
+                    }
+                    Some(_) => tracing::warn!(
+                        "restore {id}: {} has no --bump-revision (etcd before 3.5.10?): revisions go back to the snapshot's; restart kube-apiserver and other watchers",
+                        tool.display()
+                    ),
+                    None => {}
                 }
                 let out = cmd.output().map_err(io("running", &tool))?;
                 if !out.status.success() {
