@@ -270,6 +270,11 @@ impl Invocation {
             .collect()
     }
 
+    /// `resource-get <name>`: prints the local path of the resource's file.
+    pub fn resource_get(name: &str) -> Invocation {
+        Invocation::new("resource-get", &[name])
+    }
+
     /// The error for output this invocation's tool printed but we cannot use.
     fn bad_output(&self, problem: impl std::fmt::Display, output: &str) -> HookToolError {
         const SHOWN: usize = 200;
@@ -622,6 +627,11 @@ impl HookTools {
         let inv = Invocation::storage_get(id, key);
         let v = parse_any(&inv, &self.run(&inv)?)?;
         Ok(v.as_str().map(String::from))
+    }
+    /// The path of a file resource (`snapshot`), fetched by the agent.
+    pub fn resource_get(&self, name: &str) -> Result<std::path::PathBuf> {
+        let out = self.run(&Invocation::resource_get(name))?;
+        Ok(std::path::PathBuf::from(out.trim()))
     }
 }
 

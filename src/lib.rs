@@ -41,8 +41,9 @@
 //! `volume` (the data storage), `alarms`, `options`, `token`, `config`,
 //! `snap_upgrade` (etcd version upgrades through `channel`; its I/O and
 //! the `snap-upgrade` action in `snap_upgrade_apply`);
+//! `restore` (a restore's plan and its apply half);
 //! `apply` (the only code that changes anything); `actions`
-//! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
+//! (+ `actions_ops`, `actions_debug`, `actions_restore`), `checks` (the `nrpe-check` plugins);
 //! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,
 //! drops and refuses); `logging` (tracing → juju-log).
 //! Rule 7 in the plan: `insecure` (no plain listener off loopback unless

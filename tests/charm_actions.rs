@@ -198,9 +198,9 @@ fn every_action_on_three_units() {
     let msg = action_fails(&m, "etcd/0", "package-client-credentials", &[]);
     assert!(msg.contains("TLS"), "{msg}");
     // The Python charm's actions this charm does not do yet answer so,
-    // and change nothing.
+    // and change nothing (restore without a snapshot: tests/charm_restore.rs).
     for (name, says) in [
-        ("restore", "does not restore"),
+        ("restore", "nothing was changed"),
         ("snap-upgrade", "not run from the etcd snap"),
         ("cis-benchmark", "not offered"),
     ] {

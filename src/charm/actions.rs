@@ -109,14 +109,9 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
                 .into(),
         )),
         "debug" => super::actions_debug::debug(&ctx),
+        "restore" => super::actions_restore::restore(&ctx),
         // Declared with the Python charm's names so a runbook gets an
         // answer it can act on instead of "action not defined".
-        "restore" => Err(Error::Other(
-            "restore: this revision of the charm does not restore snapshots yet; nothing was \
-             changed. Keep the snapshot file; to restore now, follow etcd's disaster-recovery \
-             guide (etcdctl snapshot restore on every member with the cluster's token)"
-                .into(),
-        )),
         "cis-benchmark" => Err(Error::Other(
             "cis-benchmark: not offered by this charm (it benchmarked the Python charm's \
              Kubernetes snaps); run kube-bench against the control plane instead"
@@ -172,7 +167,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 
 /// A member that can serve a consistent snapshot: this unit's own when it
 /// is a started voter with a leader, else the first other one that is.
-fn snapshot_source(ctx: &ActionCtx) -> Result<(String, etcd::MemberDetail)> {
+pub(super) fn snapshot_source(ctx: &ActionCtx) -> Result<(String, etcd::MemberDetail)> {
     let mut why = Vec::new();
     for ep in &ctx.endpoints {
         match etcd::block_on(etcd::member_detail(ep)) {

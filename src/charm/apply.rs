@@ -196,6 +196,7 @@ impl Applier<'_> {
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
+            Step::Restore(r) => return self.restore_step(r),
         }
         Ok(None)
     }
@@ -221,7 +222,7 @@ impl Applier<'_> {
 
     /// Leadership data goes to the peer app databag, and to leader-set while
     /// the running Juju still has it (contract: "Leadership data and Juju 4").
-    fn set_leader_data(&self, d: &Databag) -> Result<()> {
+    pub(super) fn set_leader_data(&self, d: &Databag) -> Result<()> {
         if let Some(rel) = self.relation() {
             self.tools.relation_set_app(rel, d)?;
         }
@@ -531,6 +532,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::ReleaseTurn => "release-turn",
         Step::Volume(_) => "volume",
         Step::SnapUpgrade(u) => u.key(),
+        Step::Restore(r) => r.key(),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod actions_debug;
 pub mod actions_ops;
+pub mod actions_restore;
 pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
@@ -26,6 +27,7 @@ pub mod observe;
 pub mod options;
 pub mod plan;
 pub mod quiet;
+pub mod restore;
 mod running;
 pub mod snap_upgrade;
 mod snap_upgrade_apply;

@@ -115,6 +115,8 @@ pub enum Step {
     Volume(crate::storage::VolumeStep),
     /// An etcd version upgrade through the snap channel (snap_upgrade.rs).
     SnapUpgrade(super::snap_upgrade::UpgradeStep),
+    /// A step of a restore (restore.rs).
+    Restore(super::restore::RestoreStep),
 }
 
 impl std::fmt::Display for Step {
@@ -171,6 +173,7 @@ impl std::fmt::Display for Step {
             }
             Step::Volume(v) => write!(f, "{v}"),
             Step::SnapUpgrade(u) => write!(f, "{u}"),
+            Step::Restore(r) => write!(f, "{r}"),
         }
     }
 }
@@ -445,6 +448,10 @@ pub fn after_migration(o: &Observed, paths: &Paths, ids: WalIds, stopped: bool) 
 /// The plan, with a rolling turn around any step that takes this unit's
 /// started member down (charm/turn.rs).
 pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
+    // A restore replaces the whole cluster: no rolling turn (restore.rs).
+    if let Some(p) = super::restore::plan(o, paths) {
+        return p;
+    }
     let mut p = plan_steps(o, paths, dropin);
     super::insecure::guard(o, paths, &mut p);
     super::expiry::plan(o, &mut p);
