@@ -195,6 +195,7 @@ impl Applier<'_> {
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
+            Step::Agent(a) => super::agent::apply(a, self.paths, self.service)?,
         }
         Ok(None)
     }
@@ -529,6 +530,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::TakeTurn { .. } => "take-turn",
         Step::ReleaseTurn => "release-turn",
         Step::Volume(_) => "volume",
+        Step::Agent(_) => "agent",
     }
 }
 

@@ -32,6 +32,8 @@ pub struct CharmConfig {
     /// Empty: no auto-compaction. A duration (`1h`) for periodic, a
     /// revision count for revision.
     pub auto_compaction_retention: String,
+    /// The maintenance agent's options (crate::agent::options).
+    pub agent: crate::agent::options::AgentOptions,
 }
 
 /// The largest quota etcd recommends (its docs: 8 GiB is the suggested
@@ -101,6 +103,7 @@ impl Default for CharmConfig {
             quota_backend_bytes: 0,
             auto_compaction_mode: CompactionMode::Periodic,
             auto_compaction_retention: String::new(),
+            agent: Default::default(),
         }
     }
 }
@@ -349,6 +352,7 @@ impl CharmConfig {
             quota_backend_bytes: quota(m)?,
             auto_compaction_mode: compaction_mode(m)?,
             auto_compaction_retention: retention(m, compaction_mode(m)?)?,
+            agent: crate::agent::options::AgentOptions::parse(m)?,
         })
     }
 

@@ -94,6 +94,8 @@ pub struct Observed {
     /// The key type of the server certificate the kept TLS serves with:
     /// `tls_cipher_suites` must fit it (interfaces.md §4).
     pub server_key: Option<crate::tls::cert::KeyType>,
+    /// The maintenance agent as it runs now (hooks only; None in a dry run).
+    pub agent: Option<super::agent::AgentSeen>,
 }
 
 impl Observed {
@@ -440,6 +442,7 @@ pub fn observe_with(
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
         tls,
         server_key,
+        agent: (mode == Mode::Hook).then(|| super::agent::observe(paths, service)),
     };
     Ok((observed, unread))
 }

@@ -113,6 +113,8 @@ pub enum Step {
     ReleaseTurn,
     /// Prepares or releases the `data` storage volume (storage.rs).
     Volume(crate::storage::VolumeStep),
+    /// Starts, replaces or stops the maintenance agent (charm/agent.rs).
+    Agent(super::agent::AgentStep),
 }
 
 impl std::fmt::Display for Step {
@@ -168,6 +170,7 @@ impl std::fmt::Display for Step {
                 write!(f, "give back the rolling turn once every voter is healthy")
             }
             Step::Volume(v) => write!(f, "{v}"),
+            Step::Agent(a) => write!(f, "{a}"),
         }
     }
 }
@@ -449,7 +452,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         p.steps.push(Step::StopEtcd);
     }
     super::running::plan(o, &mut p);
-    super::turn::gate(o, p)
+    let mut p = super::turn::gate(o, p);
+    p.steps.extend(super::agent::plan(o, &p));
+    p
 }
 
 fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {

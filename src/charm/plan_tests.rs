@@ -74,6 +74,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,
+        agent: None,
     }
 }
 
