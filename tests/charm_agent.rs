@@ -140,6 +140,13 @@ fn agents_snapshot_on_schedule_and_never_defrag_together() {
     // The agents' state reaches the status without a problem: still healthy.
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
+    // Turned off: every agent stops; etcd keeps running.
+    m.ok(&["config", "etcd", "maintenance_agent=false"]);
+    for u in &units {
+        let got = etcd_charm::agent::http::get(&agent_addr(&m, u), "/state");
+        assert!(got.is_err(), "{u}'s agent still answers");
+    }
+    m.assert_all_healthy(3);
 }
 
 /// Puts 64 KiB values under one key until etcd refuses.
@@ -186,6 +193,7 @@ fn the_agents_clear_a_nospace_alarm() {
     let out = etcdctl(&ep, &["get", "after", "--print-value-only"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "nospace");
     let units = m.units();
+    let addrs: Vec<String> = units.iter().map(|u| m.address(u)).collect();
     // The members NOSPACE mode left compacted but not defragmented (they
     // had room) are defragmented afterwards under the turn (threshold 50%).
     wait_until(
@@ -210,4 +218,13 @@ fn the_agents_clear_a_nospace_alarm() {
     assert_no_overlap(&all);
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
+    // A removed unit's agent goes with it.
+    let gone = units[2].clone();
+    m.ok(&["remove-unit", &gone]);
+    let got = etcd_charm::agent::http::get(&format!("{}:9379", addrs[2]), "/state");
+    assert!(
+        got.is_err(),
+        "{gone}'s agent still answers after its removal"
+    );
+    m.assert_all_healthy(2);
 }

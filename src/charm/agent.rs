@@ -9,7 +9,7 @@ use crate::agent::options::listen_addr;
 use crate::agent::service::{self, Installed};
 use crate::agent::state::AgentState;
 use crate::context::Event;
-use crate::error::{Error, Result};
+use crate::hooktools::StatusKind;
 use crate::paths::Paths;
 use crate::service::Service;
 
@@ -82,13 +82,21 @@ pub fn plan(o: &Observed, p: &Plan) -> Option<Step> {
     step.map(Step::Agent)
 }
 
-pub fn apply(step: &AgentStep, paths: &Paths, svc: &Service) -> Result<()> {
+/// An agent that will not run blocks the unit saying why (a taken port,
+/// a missing binary); etcd itself is not held up by it.
+pub fn apply(step: &AgentStep, paths: &Paths, svc: &Service) -> Option<(StatusKind, String)> {
     let r = match step {
         AgentStep::Ensure(args) => service::ensure(paths, &svc.backend, args),
         AgentStep::Stop => service::stop(paths, &svc.backend),
         AgentStep::Remove => service::remove(paths, &svc.backend),
     };
-    r.map_err(|e| Error::Other(format!("maintenance agent: {e}")))
+    let e = r.err()?;
+    tracing::warn!("maintenance agent: {e}");
+    let hint = match step {
+        AgentStep::Ensure(_) => "; fix it or set maintenance_agent=false",
+        _ => "",
+    };
+    Some((StatusKind::Blocked, format!("maintenance agent: {e}{hint}")))
 }
 
 /// What the agent reports, as notes for an active status (pure).

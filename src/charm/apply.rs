@@ -195,7 +195,7 @@ impl Applier<'_> {
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
-            Step::Agent(a) => super::agent::apply(a, self.paths, self.service)?,
+            Step::Agent(a) => return Ok(super::agent::apply(a, self.paths, self.service)),
         }
         Ok(None)
     }
