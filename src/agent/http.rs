@@ -28,6 +28,8 @@ pub fn respond(path: &str, state: &AgentState) -> (&'static str, &'static str, S
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<Mutex<AgentState>>) {
     loop {
         let Ok((mut sock, _)) = listener.accept().await else {
+            // Out of descriptors, say: do not spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let state = state.clone();
