@@ -7,11 +7,16 @@
 //!   nothing but a problem report.
 //! - A NOSPACE alarm anywhere: recovery mode ([`nospace_turn`]). The
 //!   rolling turn cannot be taken then (etcd refuses every put and lease
-//!   grant while the alarm is raised), so the members go one at a time in
-//!   a fixed order instead: by member ID, each only once every member
-//!   before it no longer needs room, and only while nobody holds the turn.
-//!   A member compacts (cluster-wide, to the current revision), defragments,
-//!   and disarms its own alarm once its db is under the quota.
+//!   grant while an alarm is raised), so the members whose own alarm is
+//!   raised go one at a time in a fixed order instead: by member ID, each
+//!   only once every alarmed member before it answers and has room, and
+//!   only while nobody holds the turn. It compacts (cluster-wide, to the
+//!   current revision), defragments if its db needs room, and disarms its
+//!   own alarm once it has room. Since it disarms only after its defrag,
+//!   an alarm stays raised while any of these defrags runs, so no ordinary
+//!   defrag can take the turn meanwhile. Members without an alarm wait;
+//!   what compaction left fragmented there is defragmented afterwards,
+//!   under the turn.
 //! - Otherwise a scheduled snapshot when one is due (the newest scheduled
 //!   snapshot, or the agent's start, plus the interval), pruning beyond
 //!   retention, and a defrag (under the rolling turn) when the free share of
@@ -117,7 +122,8 @@ pub fn nospace_turn(s: &Seen, me: &MemberSeen) -> Result<(), String> {
     }
     let mut order: Vec<&(u64, Option<MemberSeen>)> = s.others.iter().collect();
     order.sort_by_key(|(id, _)| *id);
-    for (id, m) in order.iter().filter(|(id, _)| *id < me.id) {
+    let alarmed = |id: u64| s.alarms.iter().any(|(m, a)| *m == id && a == "Nospace");
+    for (id, m) in order.iter().filter(|(id, _)| *id < me.id && alarmed(*id)) {
         match m {
             None => {
                 return Err(format!(
@@ -160,16 +166,16 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
             .alarms
             .iter()
             .any(|(id, a)| *id == me.id && a == "Nospace");
-        if needs_room(me, s.quota) {
+        if !alarmed {
+            d.waiting = Some("NOSPACE raised on another member; its agent clears it".into());
+        } else if needs_room(me, s.quota) {
             match nospace_turn(s, me) {
                 Ok(()) => d.actions.push(Action::RecoverNospace { defrag: true }),
                 Err(why) => d.waiting = Some(format!("NOSPACE: waiting: {why}")),
             }
-        } else if alarmed {
+        } else {
             // Room already: compact and disarm, no defrag to order.
             d.actions.push(Action::RecoverNospace { defrag: false });
-        } else {
-            d.waiting = Some("NOSPACE raised elsewhere; this member has room".into());
         }
         return d;
     }
@@ -314,15 +320,23 @@ mod tests {
         let roomy = |id| member(id, MIB, MIB);
         let mut s = seen(full(2));
         s.quota = quota;
-        s.alarms = vec![(3, "Nospace".into())];
+        s.alarms = vec![(1, "Nospace".into()), (2, "Nospace".into())];
         s.others = vec![(1, Some(full(1))), (2, Some(full(2))), (3, Some(full(3)))];
         // Member 1 needs room first: 2 waits, with no snapshot or defrag.
         let d = decide(&s, &policy());
         assert!(d.actions.is_empty());
         assert!(d.waiting.unwrap().contains("member 1 goes first"));
-        // A member that does not answer may be defragmenting: wait.
+        // An alarmed member that does not answer may be defragmenting: wait.
         s.others[0].1 = None;
         assert!(decide(&s, &policy()).actions.is_empty());
+        // Members without an alarm are not waited for (they do not act
+        // until the alarms are gone); nor is member 3, after 2.
+        s.alarms = vec![(2, "Nospace".into()), (3, "Nospace".into())];
+        assert_eq!(
+            decide(&s, &policy()).actions,
+            vec![Action::RecoverNospace { defrag: true }]
+        );
+        s.alarms = vec![(1, "Nospace".into()), (2, "Nospace".into())];
         // Once 1 has room, 2 goes.
         s.others[0].1 = Some(roomy(1));
         assert_eq!(
@@ -332,13 +346,17 @@ mod tests {
         // Never while the turn is held (a defrag of the ordinary kind).
         s.turn_holder = Some("etcd/0 agent: defragment".into());
         assert!(decide(&s, &policy()).actions.is_empty());
-        // A member with room and no alarm of its own does nothing.
+        // A member without an alarm of its own does nothing, full or not.
+        for me in [roomy(2), full(2)] {
+            let mut s = seen(me);
+            s.quota = quota;
+            s.alarms = vec![(3, "Nospace".into())];
+            let d = decide(&s, &policy());
+            assert!(d.actions.is_empty());
+            assert!(d.waiting.unwrap().contains("its agent clears it"));
+        }
         let mut s = seen(roomy(2));
         s.quota = quota;
-        s.alarms = vec![(3, "Nospace".into())];
-        let d = decide(&s, &policy());
-        assert!(d.actions.is_empty());
-        assert!(d.waiting.unwrap().contains("has room"));
         // Its own alarm with room: compact and disarm, no defrag (so no
         // order to wait for, and none to overlap with).
         s.alarms = vec![(2, "Nospace".into())];
