@@ -228,3 +228,42 @@ fn the_agents_clear_a_nospace_alarm() {
     );
     m.assert_all_healthy(2);
 }
+
+/// A problem the agent reports reaches the status (the quiet update-status
+/// and the full reconcile agree on it) and leaves it once fixed.
+#[test]
+fn a_failing_scheduled_snapshot_shows_in_the_status_until_it_works() {
+    let m = Model::new();
+    m.deploy_with(
+        1,
+        &[
+            "--config",
+            "agent_check_interval=1s",
+            "--config",
+            "agent_snapshot_interval=2s",
+        ],
+    );
+    m.assert_all_healthy(1);
+    let backups = m.root("etcd/0").join("var/snap/etcd/common/backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    let blocker = backups.join("scheduled");
+    let _ = std::fs::remove_dir_all(&blocker);
+    // A file where the snapshot dir should be: every snapshot fails.
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let note = "maintenance agent: scheduled snapshot failed";
+    wait_until("the failure in the status", Duration::from_secs(60), || {
+        m.ok(&["update-status"]);
+        let (_, s, msg) = m.workloads().remove(0);
+        s == "active" && msg.starts_with("Healthy with 1 known peer; ") && msg.contains(note)
+    });
+    eprintln!("status: {:?}", m.workloads()[0]);
+    // Quiet now: the next update-status sets the same status.
+    m.ok(&["update-status"]);
+    assert!(m.workloads()[0].2.contains(note));
+    std::fs::remove_file(&blocker).unwrap();
+    wait_until("the status healthy again", Duration::from_secs(60), || {
+        m.ok(&["update-status"]);
+        m.workloads()[0].2 == "Healthy with 1 known peer"
+    });
+    assert!(state(&m, "etcd/0").snapshots_total >= 1);
+}

@@ -299,7 +299,8 @@ impl Agent {
         if let Some(msg) = crate::space::check("the snapshot", detail.db_size.max(0) as u64, &dir) {
             return Err(msg);
         }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("creating {}: {e}", self.paths.unhost(&dir).display()))?;
         let stamp = crate::stamp::utc_stamp(SystemTime::now());
         let mut file = dir.join(format!("etcd-snapshot-{stamp}.db"));
         for n in 1.. {
