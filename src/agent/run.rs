@@ -143,6 +143,39 @@ async fn disarm_own_nospace(ep: &str, member: u64) -> etcd::Result<()> {
         })
 }
 
+fn rpc_err(ep: &str, op: &str, e: impl std::fmt::Display) -> etcd::EtcdError {
+    etcd::EtcdError {
+        endpoint: ep.to_string(),
+        op: op.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Defragments the member at `ep` (over https with the client pair when it
+/// serves TLS; etcd.rs's maintenance calls are plain http for now).
+async fn defragment(ep: &str) -> etcd::Result<()> {
+    let mut c = etcd::connect_with(&Endpoints::from(ep), etcd::MAINTENANCE_TIMEOUT).await?;
+    c.defragment()
+        .await
+        .map(|_| ())
+        .map_err(|e| rpc_err(ep, "defragment", e))
+}
+
+/// Compacts the keyspace to its current revision, physically.
+async fn compact_now(ep: &str) -> etcd::Result<i64> {
+    use etcd_client::CompactionOptions;
+    let mut c = etcd::connect_with(&Endpoints::from(ep), etcd::MAINTENANCE_TIMEOUT).await?;
+    let r = c
+        .get("\0", None)
+        .await
+        .map_err(|e| rpc_err(ep, "get (current revision)", e))?;
+    let rev = r.header().map_or(0, |h| h.revision());
+    c.compact(rev, Some(CompactionOptions::new().with_physical()))
+        .await
+        .map(|_| rev)
+        .map_err(|e| rpc_err(ep, &format!("compact {rev}"), e))
+}
+
 /// What the loop carries from one check to the next.
 struct Memory {
     started_at: u64,
@@ -342,7 +375,7 @@ impl Agent {
     /// Runs `defrag` of this member, timed, into a record.
     fn timed_defrag(&self, ep: &str, reason: &str, before: u64) -> DefragRecord {
         let start_ms = now_ms();
-        let r = etcd::block_on(etcd::defragment(ep));
+        let r = etcd::block_on(defragment(ep));
         let end_ms = now_ms();
         let after = member_seen(ep).map_or(before, |m| m.db_size);
         DefragRecord {
@@ -410,7 +443,7 @@ impl Agent {
             "NOSPACE: compacting, defragmenting {:x}, then disarming",
             me.id
         );
-        match etcd::block_on(etcd::compact(ep, None, true)) {
+        match etcd::block_on(compact_now(ep)) {
             Ok(rev) => info!("compacted to revision {rev}"),
             // Another agent compacted to this revision already.
             Err(e) if e.to_string().contains("compacted") => {}
