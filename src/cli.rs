@@ -22,6 +22,29 @@ pub enum Command {
     /// Run etcd as a supervised process (the direct backend's stand-in for systemd).
     #[command(hide = true)]
     Supervise,
+    /// The maintenance agent: scheduled snapshots, defragmentation under the
+    /// rolling turn, NOSPACE recovery, and a loopback endpoint (JSON at /,
+    /// Prometheus text at /metrics). The charm runs it; see README.
+    Agent {
+        /// This unit (e.g. etcd/0): the rolling turn's holder is "<unit> agent".
+        #[arg(long)]
+        unit: String,
+        /// host:port on loopback.
+        #[arg(long, default_value = "127.0.0.1:9379")]
+        listen: String,
+        /// Between scheduled snapshots (90s, 10m, 6h); 0 for none.
+        #[arg(long, default_value = "6h")]
+        snapshot_interval: String,
+        /// Scheduled snapshots kept (the newest).
+        #[arg(long, default_value_t = 4)]
+        snapshot_retention: usize,
+        /// Defragment when this percent of the db file is free pages (0: every check, 100: never).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+        defrag_threshold: u8,
+        /// How often the member is checked.
+        #[arg(long, default_value = "1m")]
+        check_interval: String,
+    },
     /// With --dry-run: show what upgrading to this charm would do on this
     /// unit (migration, token, etcd.conf.yml diff) and change nothing. Exit 0
     /// when the upgrade would proceed, 2 when it would block. (Juju runs the

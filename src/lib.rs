@@ -28,6 +28,7 @@
 //!    - `migrate`   — a member out of a legacy location, crash-safely (plan / apply / copy engine).
 //!    - `rolling`   — the cluster-wide turn (a leased key in etcd) held while a member is down.
 //!    - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
+//!    - `agent`     — the maintenance agent (`etcd-charm agent`): scheduled snapshots, defrag under the turn, NOSPACE.
 //! 4. The charm
 //!    - `charm`     — the reconcile loop: observe → plan → apply, the status it ends on; actions; the dry run.
 //!    - `cli`       — what a person gets when running the binary outside a hook.
@@ -54,6 +55,7 @@
 //! Juju and never etcd (its own map is in `sim/mod.rs`).
 
 pub mod addr;
+pub mod agent;
 pub mod aside;
 pub mod charm;
 pub mod cli;

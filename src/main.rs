@@ -56,6 +56,24 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|| "etcd".into());
             etcd_charm::service::supervise(&paths, &bin)
         }
+        Command::Agent {
+            unit,
+            listen,
+            snapshot_interval,
+            snapshot_retention,
+            defrag_threshold,
+            check_interval,
+        } => etcd_charm::agent::run::run(
+            paths,
+            etcd_charm::agent::run::Args {
+                unit,
+                listen,
+                snapshot_interval,
+                snapshot_retention,
+                defrag_threshold,
+                check_interval,
+            },
+        ),
         Command::NrpeCheck { check, root } => {
             let paths = root.map(Paths::new).unwrap_or(paths);
             etcd_charm::charm::checks::run(check, &paths)

@@ -297,7 +297,13 @@ fn fill_until_nospace(ep: &str) -> usize {
 
 #[test]
 fn nospace_blocks_and_compact_defrag_disarm_clear_it() {
-    let m = three_units(&["--config", "quota_backend_bytes=4194304"]);
+    // The agent would clear the alarm by itself (tests/charm_agent.rs).
+    let m = three_units(&[
+        "--config",
+        "quota_backend_bytes=4194304",
+        "--config",
+        "maintenance_agent=false",
+    ]);
     let ep = m.endpoints();
     let conf =
         std::fs::read_to_string(etcd_charm::paths::Paths::new(m.root("etcd/0")).config_file())

@@ -454,3 +454,49 @@ fn a_hook_resets_the_start_limit_and_the_unit_comes_back() {
     m.ok(&["update-status"]);
     m.assert_all_healthy(1);
 }
+
+/// The maintenance agent on the snap backend: a systemd unit of its own,
+/// enabled, restarted by systemd after a crash, stopped and disabled when
+/// `maintenance_agent=false`.
+#[test]
+fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1);
+    let agent = "etcd-charm-agent";
+    let prop = |p: &str| {
+        inside_text(
+            &m,
+            "etcd/0",
+            &["systemctl", "show", "-p", p, "--value", agent],
+        )
+    };
+    assert_eq!(prop("ActiveState"), "active");
+    assert_eq!(prop("UnitFileState"), "enabled");
+    assert_eq!(prop("Restart"), "on-failure");
+    let addr = format!("{}:9379", m.address("etcd/0"));
+    let s = etcd_charm::agent::http::get_state(&addr).expect("the agent answers on loopback");
+    assert_eq!(s.unit, "etcd/0");
+    let pid: i32 = prop("MainPID").parse().unwrap();
+    assert!(pid > 0);
+    // kill -9 inside the machine: systemd starts it again.
+    inside(&m, "etcd/0", &["kill", "-9", &pid.to_string()]);
+    wait_until(
+        "systemd restarts the agent",
+        Duration::from_secs(60),
+        || {
+            prop("MainPID")
+                .parse::<i32>()
+                .is_ok_and(|p| p > 0 && p != pid)
+                && etcd_charm::agent::http::get_state(&addr).is_ok()
+        },
+    );
+    m.ok(&["config", "etcd", "maintenance_agent=false"]);
+    assert_eq!(prop("ActiveState"), "inactive");
+    assert_eq!(prop("UnitFileState"), "disabled");
+    m.assert_all_healthy(1);
+}

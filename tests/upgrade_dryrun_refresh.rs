@@ -153,9 +153,15 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
     assert_eq!(
         rf["options"]["new"],
         serde_json::json!([
+            "agent_check_interval",
+            "agent_defrag_threshold",
+            "agent_port",
+            "agent_snapshot_interval",
+            "agent_snapshot_retention",
             "allow_insecure_listeners",
             "auto_compaction_mode",
             "auto_compaction_retention",
+            "maintenance_agent",
             "quota_backend_bytes"
         ])
     );

@@ -197,6 +197,7 @@ impl Applier<'_> {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
             Step::Restore(r) => return self.restore_step(r),
+            Step::Agent(a) => return Ok(super::agent::apply(a, self.paths, self.service)),
         }
         Ok(None)
     }
@@ -533,6 +534,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::Volume(_) => "volume",
         Step::SnapUpgrade(u) => u.key(),
         Step::Restore(r) => r.key(),
+        Step::Agent(_) => "agent",
     }
 }
 

@@ -38,6 +38,8 @@ pub struct CharmConfig {
     /// The operator accepts plain http without client-certificate auth on
     /// addresses other than loopback (insecure.rs); off by default (rule 7).
     pub allow_insecure_listeners: bool,
+    /// The maintenance agent's options (crate::agent::options).
+    pub agent: crate::agent::options::AgentOptions,
 }
 
 /// The largest quota etcd recommends (its docs: 8 GiB is the suggested
@@ -109,6 +111,7 @@ impl Default for CharmConfig {
             auto_compaction_mode: CompactionMode::Periodic,
             auto_compaction_retention: String::new(),
             allow_insecure_listeners: false,
+            agent: Default::default(),
         }
     }
 }
@@ -368,6 +371,7 @@ impl CharmConfig {
                 "allow_insecure_listeners",
                 d.allow_insecure_listeners,
             )?,
+            agent: crate::agent::options::AgentOptions::parse(m)?,
         })
     }
 

@@ -5,6 +5,7 @@ pub mod actions;
 pub mod actions_debug;
 pub mod actions_ops;
 pub mod actions_restore;
+pub mod agent;
 pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
@@ -147,6 +148,7 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                         | plan::Step::PublishClient { .. }
                         | plan::Step::SnapdRefresh(_)
                         | plan::Step::Monitoring(_)
+                        | plan::Step::Agent(_)
                 )
             });
         debug!("pass {pass}: {} step(s)", p.steps.len());
@@ -169,7 +171,8 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
                 healthy_peers(&o, &service)
             };
             found.extend(alarms::statuses(&o));
-            return Ok(with_notes(final_status(&found, healthy), &p.notes));
+            let notes = [p.notes.clone(), agent::notes(&o)].concat();
+            return Ok(with_notes(final_status(&found, healthy), &notes));
         }
     }
     Ok(final_status(&found, None))

@@ -99,6 +99,8 @@ pub struct Observed {
     pub cert_dates: Option<super::expiry::CertDates>,
     /// The etcd snap as `snap list` shows it (snap backend; snap_upgrade.rs).
     pub snap: Option<super::snap_upgrade::SnapSeen>,
+    /// The maintenance agent as it runs now (hooks only; None in a dry run).
+    pub agent: Option<super::agent::AgentSeen>,
 }
 
 impl Observed {
@@ -448,6 +450,7 @@ pub fn observe_with(
         snap,
         tls,
         server_key,
+        agent: (mode == Mode::Hook).then(|| super::agent::observe(paths, service)),
     };
     Ok((observed, unread))
 }

@@ -117,6 +117,8 @@ pub enum Step {
     SnapUpgrade(super::snap_upgrade::UpgradeStep),
     /// A step of a restore (restore.rs).
     Restore(super::restore::RestoreStep),
+    /// Starts, replaces or stops the maintenance agent (charm/agent.rs).
+    Agent(super::agent::AgentStep),
 }
 
 impl std::fmt::Display for Step {
@@ -174,6 +176,7 @@ impl std::fmt::Display for Step {
             Step::Volume(v) => write!(f, "{v}"),
             Step::SnapUpgrade(u) => write!(f, "{u}"),
             Step::Restore(r) => write!(f, "{r}"),
+            Step::Agent(a) => write!(f, "{a}"),
         }
     }
 }
@@ -461,7 +464,9 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         p.steps.push(Step::StopEtcd);
     }
     super::running::plan(o, &mut p);
-    super::turn::gate(o, p)
+    let mut p = super::turn::gate(o, p);
+    p.steps.extend(super::agent::plan(o, &p));
+    p
 }
 
 fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {

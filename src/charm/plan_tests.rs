@@ -81,6 +81,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         data_fs_bytes: None,
         tls: None,
         cert_dates: None,
+        agent: None,
     }
 }
 

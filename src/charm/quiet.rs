@@ -31,7 +31,11 @@ pub fn update_status(tools: &HookTools, paths: &Paths) -> bool {
         return false;
     };
     // The count the full reconcile would report, by the same function.
-    let (want_kind, want_msg) = final_status(&[], super::voter_peers(&view));
+    // With what the maintenance agent reports (one loopback GET, no hook tool).
+    let (want_kind, want_msg) = super::with_notes(
+        final_status(&[], super::voter_peers(&view)),
+        &super::agent::quiet_notes(paths),
+    );
     match tools.status_get() {
         Ok((kind, msg))
             if want_kind == StatusKind::Active

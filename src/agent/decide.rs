@@ -1,0 +1,369 @@
+//! The agent's decisions: a pure function from what one check saw to what
+//! it does. The loop (run.rs) observes, calls [`decide`], and carries the
+//! actions out; everything that can be argued about lives here.
+//!
+//! # Rules
+//! - No answer from the own member, or it is a learner or sees no leader:
+//!   nothing but a problem report.
+//! - A NOSPACE alarm anywhere: recovery mode ([`nospace_turn`]). The
+//!   rolling turn cannot be taken then (etcd refuses every put and lease
+//!   grant while an alarm is raised), so the members whose own alarm is
+//!   raised go one at a time in a fixed order instead: by member ID, each
+//!   only once every alarmed member before it answers and has room, and
+//!   only while nobody holds the turn. It compacts (cluster-wide, to the
+//!   current revision), defragments if its db needs room, and disarms its
+//!   own alarm once it has room. Since it disarms only after its defrag,
+//!   an alarm stays raised while any of these defrags runs, so no ordinary
+//!   defrag can take the turn meanwhile. Members without an alarm wait;
+//!   what compaction left fragmented there is defragmented afterwards,
+//!   under the turn.
+//! - Otherwise a scheduled snapshot when one is due (the newest scheduled
+//!   snapshot, or the agent's start, plus the interval), pruning beyond
+//!   retention, and a defrag (under the rolling turn) when the free share of
+//!   the db file reaches the threshold.
+
+use std::path::PathBuf;
+
+/// Below this many reclaimable bytes a defrag is not worth a turn (unless
+/// the threshold is 0, which means every check).
+pub const MIN_RECLAIM: u64 = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSeen {
+    pub id: u64,
+    pub db_size: u64,
+    pub db_size_in_use: u64,
+    pub is_learner: bool,
+    pub leader: u64,
+}
+
+impl MemberSeen {
+    pub fn reclaimable(&self) -> u64 {
+        self.db_size.saturating_sub(self.db_size_in_use)
+    }
+
+    /// Percent of the db file that is free pages.
+    pub fn fragmentation(&self) -> u8 {
+        if self.db_size == 0 {
+            return 0;
+        }
+        (self.reclaimable() * 100 / self.db_size).min(100) as u8
+    }
+}
+
+/// What one check saw. Times are seconds since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub now: u64,
+    pub started_at: u64,
+    /// This unit's member, or why it did not answer.
+    pub member: Result<MemberSeen, String>,
+    /// Every member's storage, as each answered (None: no answer), for
+    /// the NOSPACE order.
+    pub others: Vec<(u64, Option<MemberSeen>)>,
+    /// Raised alarms: (member ID, `Nospace`/`Corrupt`/…).
+    pub alarms: Vec<(u64, String)>,
+    /// The scheduled snapshots on disk with their times, any order.
+    pub snapshots: Vec<(PathBuf, u64)>,
+    /// The rolling turn's holder, if any (the key's value).
+    pub turn_holder: Option<String>,
+    /// etcd's quota for this member (its default when not configured).
+    pub quota: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Seconds; 0: no scheduled snapshots.
+    pub snapshot_interval: u64,
+    pub snapshot_retention: usize,
+    pub defrag_threshold: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Snapshot,
+    /// Scheduled snapshots beyond retention (their sha256 files go too).
+    Prune(Vec<PathBuf>),
+    /// Defragment this member under the rolling turn.
+    Defrag {
+        fragmentation: u8,
+    },
+    /// NOSPACE: compact, defragment this member if it needs room (one at a
+    /// time, [`nospace_turn`]), disarm its alarm once it has room.
+    RecoverNospace {
+        defrag: bool,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    /// Why nothing (more) was done, when an operator should know.
+    pub waiting: Option<String>,
+    pub problems: Vec<String>,
+}
+
+/// A db file at this percent of the quota or more needs room (a compaction
+/// alone does not shrink the file; only a defrag does).
+pub const ROOM_PCT: u64 = 95;
+
+pub fn needs_room(m: &MemberSeen, quota: u64) -> bool {
+    m.db_size.saturating_mul(100) >= quota.saturating_mul(ROOM_PCT)
+}
+
+pub fn has_nospace(alarms: &[(u64, String)]) -> bool {
+    alarms.iter().any(|(_, a)| a == "Nospace")
+}
+
+/// In NOSPACE mode: whether this member goes now, or who it waits for.
+pub fn nospace_turn(s: &Seen, me: &MemberSeen) -> Result<(), String> {
+    if let Some(h) = &s.turn_holder {
+        return Err(format!("the rolling turn is held ({h})"));
+    }
+    let mut order: Vec<&(u64, Option<MemberSeen>)> = s.others.iter().collect();
+    order.sort_by_key(|(id, _)| *id);
+    let alarmed = |id: u64| s.alarms.iter().any(|(m, a)| *m == id && a == "Nospace");
+    for (id, m) in order.iter().filter(|(id, _)| *id < me.id && alarmed(*id)) {
+        match m {
+            None => {
+                return Err(format!(
+                    "member {id:x} does not answer (it may be defragmenting)"
+                ))
+            }
+            Some(m) if needs_room(m, s.quota) => {
+                return Err(format!("member {id:x} goes first (it needs room too)"))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Scheduled snapshots beyond `keep`, oldest first.
+pub fn prune(snapshots: &[(PathBuf, u64)], keep: usize) -> Vec<PathBuf> {
+    let mut sorted: Vec<&(PathBuf, u64)> = snapshots.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+    let mut out: Vec<PathBuf> = sorted.iter().skip(keep).map(|(p, _)| p.clone()).collect();
+    out.reverse();
+    out
+}
+
+pub fn decide(s: &Seen, p: &Policy) -> Decision {
+    let mut d = Decision::default();
+    let me = match &s.member {
+        Err(e) => {
+            d.problems.push(format!("etcd does not answer: {e}"));
+            return d;
+        }
+        Ok(m) => m,
+    };
+    if me.is_learner || me.leader == 0 {
+        d.waiting = Some("this member is not a voter with a leader yet".into());
+        return d;
+    }
+    if has_nospace(&s.alarms) {
+        let alarmed = s
+            .alarms
+            .iter()
+            .any(|(id, a)| *id == me.id && a == "Nospace");
+        if !alarmed {
+            d.waiting = Some("NOSPACE raised on another member; its agent clears it".into());
+        } else if needs_room(me, s.quota) {
+            match nospace_turn(s, me) {
+                Ok(()) => d.actions.push(Action::RecoverNospace { defrag: true }),
+                Err(why) => d.waiting = Some(format!("NOSPACE: waiting: {why}")),
+            }
+        } else {
+            // Room already: compact and disarm, no defrag to order.
+            d.actions.push(Action::RecoverNospace { defrag: false });
+        }
+        return d;
+    }
+    if p.snapshot_interval > 0 {
+        let newest = s.snapshots.iter().map(|(_, t)| *t).max();
+        let due = newest
+            .unwrap_or(s.started_at)
+            .saturating_add(p.snapshot_interval);
+        if s.now >= due {
+            d.actions.push(Action::Snapshot);
+        }
+    }
+    let old = prune(&s.snapshots, p.snapshot_retention);
+    if !old.is_empty() {
+        d.actions.push(Action::Prune(old));
+    }
+    let frag = me.fragmentation();
+    let worth = p.defrag_threshold == 0 || me.reclaimable() >= MIN_RECLAIM;
+    if p.defrag_threshold < 100 && frag >= p.defrag_threshold && worth && me.db_size > 0 {
+        d.actions.push(Action::Defrag {
+            fragmentation: frag,
+        });
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn member(id: u64, size: u64, in_use: u64) -> MemberSeen {
+        MemberSeen {
+            id,
+            db_size: size,
+            db_size_in_use: in_use,
+            is_learner: false,
+            leader: 1,
+        }
+    }
+
+    fn seen(me: MemberSeen) -> Seen {
+        Seen {
+            now: 10_000,
+            started_at: 9_990,
+            others: vec![(me.id, Some(me.clone()))],
+            member: Ok(me),
+            alarms: vec![],
+            snapshots: vec![],
+            turn_holder: None,
+            quota: 2 << 30,
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            snapshot_interval: 3600,
+            snapshot_retention: 2,
+            defrag_threshold: 50,
+        }
+    }
+
+    #[test]
+    fn a_quiet_member_needs_nothing() {
+        let d = decide(&seen(member(1, 100 * MIB, 90 * MIB)), &policy());
+        assert_eq!(d, Decision::default());
+    }
+
+    #[test]
+    fn no_answer_is_a_problem_and_nothing_else() {
+        let mut s = seen(member(1, 0, 0));
+        s.member = Err("connection refused".into());
+        let d = decide(&s, &policy());
+        assert!(d.actions.is_empty());
+        assert!(d.problems[0].contains("connection refused"));
+        let mut s = seen(member(1, 100 * MIB, 10 * MIB));
+        s.member.as_mut().unwrap().is_learner = true;
+        assert!(decide(&s, &policy()).actions.is_empty());
+    }
+
+    #[test]
+    fn snapshots_follow_the_newest_or_the_start() {
+        let mut s = seen(member(1, MIB, MIB));
+        assert!(!decide(&s, &policy()).actions.contains(&Action::Snapshot));
+        s.now = s.started_at + 3600;
+        assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
+        // A snapshot taken before a restart of the agent still counts.
+        s.snapshots = vec![("a".into(), s.now - 100)];
+        assert!(!decide(&s, &policy()).actions.contains(&Action::Snapshot));
+        s.snapshots = vec![("a".into(), s.now - 3600)];
+        assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
+        let mut off = policy();
+        off.snapshot_interval = 0;
+        assert!(!decide(&s, &off).actions.contains(&Action::Snapshot));
+    }
+
+    #[test]
+    fn retention_keeps_the_newest() {
+        let snaps: Vec<(PathBuf, u64)> = vec![
+            ("c".into(), 30),
+            ("a".into(), 10),
+            ("d".into(), 40),
+            ("b".into(), 20),
+        ];
+        assert_eq!(prune(&snaps, 2), vec![PathBuf::from("a"), "b".into()]);
+        assert!(prune(&snaps, 4).is_empty());
+        let mut s = seen(member(1, MIB, MIB));
+        s.snapshots = snaps;
+        assert!(decide(&s, &policy())
+            .actions
+            .contains(&Action::Prune(vec!["a".into(), "b".into()])));
+    }
+
+    #[test]
+    fn defrag_past_the_threshold_and_worth_it() {
+        let p = policy();
+        let d = decide(&seen(member(1, 100 * MIB, 40 * MIB)), &p);
+        assert_eq!(d.actions, vec![Action::Defrag { fragmentation: 60 }]);
+        // Too little to give back.
+        assert!(decide(&seen(member(1, MIB, MIB / 4)), &p)
+            .actions
+            .is_empty());
+        // 0: every check; 100: never.
+        let mut every = p;
+        every.defrag_threshold = 0;
+        assert_eq!(
+            decide(&seen(member(1, MIB, MIB)), &every).actions,
+            vec![Action::Defrag { fragmentation: 0 }]
+        );
+        let mut never = p;
+        never.defrag_threshold = 100;
+        assert!(decide(&seen(member(1, 100 * MIB, 0)), &never)
+            .actions
+            .is_empty());
+    }
+
+    #[test]
+    fn nospace_goes_in_member_order_without_the_turn() {
+        let quota = 8 * MIB;
+        let full = |id| member(id, 8 * MIB, 8 * MIB);
+        let roomy = |id| member(id, MIB, MIB);
+        let mut s = seen(full(2));
+        s.quota = quota;
+        s.alarms = vec![(1, "Nospace".into()), (2, "Nospace".into())];
+        s.others = vec![(1, Some(full(1))), (2, Some(full(2))), (3, Some(full(3)))];
+        // Member 1 needs room first: 2 waits, with no snapshot or defrag.
+        let d = decide(&s, &policy());
+        assert!(d.actions.is_empty());
+        assert!(d.waiting.unwrap().contains("member 1 goes first"));
+        // An alarmed member that does not answer may be defragmenting: wait.
+        s.others[0].1 = None;
+        assert!(decide(&s, &policy()).actions.is_empty());
+        // Members without an alarm are not waited for (they do not act
+        // until the alarms are gone); nor is member 3, after 2.
+        s.alarms = vec![(2, "Nospace".into()), (3, "Nospace".into())];
+        assert_eq!(
+            decide(&s, &policy()).actions,
+            vec![Action::RecoverNospace { defrag: true }]
+        );
+        s.alarms = vec![(1, "Nospace".into()), (2, "Nospace".into())];
+        // Once 1 has room, 2 goes.
+        s.others[0].1 = Some(roomy(1));
+        assert_eq!(
+            decide(&s, &policy()).actions,
+            vec![Action::RecoverNospace { defrag: true }]
+        );
+        // Never while the turn is held (a defrag of the ordinary kind).
+        s.turn_holder = Some("etcd/0 agent: defragment".into());
+        assert!(decide(&s, &policy()).actions.is_empty());
+        // A member without an alarm of its own does nothing, full or not.
+        for me in [roomy(2), full(2)] {
+            let mut s = seen(me);
+            s.quota = quota;
+            s.alarms = vec![(3, "Nospace".into())];
+            let d = decide(&s, &policy());
+            assert!(d.actions.is_empty());
+            assert!(d.waiting.unwrap().contains("its agent clears it"));
+        }
+        let mut s = seen(roomy(2));
+        s.quota = quota;
+        // Its own alarm with room: compact and disarm, no defrag (so no
+        // order to wait for, and none to overlap with).
+        s.alarms = vec![(2, "Nospace".into())];
+        s.others = vec![(1, Some(full(1))), (2, Some(roomy(2)))];
+        assert_eq!(
+            decide(&s, &policy()).actions,
+            vec![Action::RecoverNospace { defrag: false }]
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! The charm's side of the maintenance agent (crate::agent): what observe
+//! reads (is it installed, with which arguments, and its state over one
+//! loopback GET, no hook tool), the one plan step that starts, replaces or
+//! stops it, its apply, and the notes its problems add to the status.
+
+use super::observe::Observed;
+use super::plan::{Plan, Step};
+use crate::agent::options::listen_addr;
+use crate::agent::service::{self, Installed};
+use crate::agent::state::AgentState;
+use crate::context::Event;
+use crate::hooktools::StatusKind;
+use crate::paths::Paths;
+use crate::service::Service;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSeen {
+    pub installed: Option<Installed>,
+    /// Its state, when it runs (Err: it did not answer).
+    pub state: Option<std::result::Result<AgentState, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentStep {
+    /// Start it with these arguments, replacing one that runs with others.
+    Ensure(Vec<String>),
+    Stop,
+    /// The remove hook: stopped, and its unit file gone.
+    Remove,
+}
+
+impl std::fmt::Display for AgentStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentStep::Ensure(a) => write!(f, "run the maintenance agent ({})", a.join(" ")),
+            AgentStep::Stop => write!(f, "stop the maintenance agent"),
+            AgentStep::Remove => write!(f, "remove the maintenance agent"),
+        }
+    }
+}
+
+fn read_state(i: &Installed) -> Option<std::result::Result<AgentState, String>> {
+    let listen = i.listen()?;
+    i.running.then(|| crate::agent::http::get_state(listen))
+}
+
+pub fn observe(paths: &Paths, svc: &Service) -> AgentSeen {
+    let installed = service::installed(paths, &svc.backend);
+    let state = installed.as_ref().and_then(read_state);
+    AgentSeen { installed, state }
+}
+
+/// The agent's step, if it is not as the options want (pure).
+pub fn plan(o: &Observed, p: &Plan) -> Option<Step> {
+    let seen = o.agent.as_ref()?;
+    let running = seen.installed.as_ref().is_some_and(|i| i.running);
+    let step = match &o.event {
+        Event::Remove => seen.installed.is_some().then_some(AgentStep::Remove),
+        Event::Stop => running.then_some(AgentStep::Stop),
+        _ if o.is_leaving() => None,
+        _ => {
+            let c = o.config.as_ref().ok()?;
+            if !c.agent.enabled {
+                return running.then_some(Step::Agent(AgentStep::Stop));
+            }
+            let starts = p
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::StartEtcd | Step::RestartEtcd));
+            if !(o.active || starts) {
+                return None;
+            }
+            let listen = listen_addr(&o.client_address, c.agent.port);
+            let want = c.agent.args(&o.unit, &listen);
+            let same = seen
+                .installed
+                .as_ref()
+                .is_some_and(|i| i.running && i.args == want);
+            (!same).then_some(AgentStep::Ensure(want))
+        }
+    };
+    step.map(Step::Agent)
+}
+
+/// An agent that will not run blocks the unit saying why (a taken port,
+/// a missing binary); etcd itself is not held up by it.
+pub fn apply(step: &AgentStep, paths: &Paths, svc: &Service) -> Option<(StatusKind, String)> {
+    let r = match step {
+        AgentStep::Ensure(args) => service::ensure(paths, &svc.backend, args),
+        AgentStep::Stop => service::stop(paths, &svc.backend),
+        AgentStep::Remove => service::remove(paths, &svc.backend),
+    };
+    let e = r.err()?;
+    tracing::warn!("maintenance agent: {e}");
+    let hint = match step {
+        AgentStep::Ensure(_) => "; fix it or set maintenance_agent=false",
+        _ => "",
+    };
+    Some((StatusKind::Blocked, format!("maintenance agent: {e}{hint}")))
+}
+
+/// What the agent reports, as notes for an active status (pure).
+pub fn notes_of(state: Option<&std::result::Result<AgentState, String>>) -> Vec<String> {
+    match state {
+        None => Vec::new(),
+        Some(Err(e)) => vec![e.clone()],
+        Some(Ok(s)) => s
+            .problems
+            .iter()
+            .map(|p| format!("maintenance agent: {p}"))
+            .collect(),
+    }
+}
+
+pub fn notes(o: &Observed) -> Vec<String> {
+    notes_of(o.agent.as_ref().and_then(|a| a.state.as_ref()))
+}
+
+/// For the quiet update-status: the same notes from one GET.
+pub fn quiet_notes(paths: &Paths) -> Vec<String> {
+    let svc = Service::from_env(paths.clone(), "auto");
+    let state = service::installed(paths, &svc.backend)
+        .as_ref()
+        .and_then(read_state);
+    notes_of(state.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(args: Option<Vec<String>>) -> AgentSeen {
+        AgentSeen {
+            installed: args.map(|args| Installed {
+                args,
+                running: true,
+            }),
+            state: None,
+        }
+    }
+
+    fn running_unit(agent: Option<AgentSeen>) -> Observed {
+        let mut o = crate::charm::plan_tests::fresh(false);
+        o.active = true;
+        o.client_address = "127.86.0.1".into();
+        o.agent = agent;
+        o
+    }
+
+    #[test]
+    fn the_agent_follows_the_options() {
+        let empty = Plan::default();
+        // Not observed (a dry run, the plan tests): never a step.
+        assert_eq!(plan(&running_unit(None), &empty), None);
+        // Not running: started with the options' command line.
+        let o = running_unit(Some(seen(None)));
+        let want = o
+            .config
+            .as_ref()
+            .unwrap()
+            .agent
+            .args(&o.unit, "127.86.0.1:9379");
+        assert_eq!(
+            plan(&o, &empty),
+            Some(Step::Agent(AgentStep::Ensure(want.clone())))
+        );
+        // Running as wanted: nothing; with other arguments: replaced.
+        assert_eq!(
+            plan(&running_unit(Some(seen(Some(want.clone())))), &empty),
+            None
+        );
+        let old = vec!["agent".to_string(), "--listen".into(), "127.0.0.1:1".into()];
+        assert!(matches!(
+            plan(&running_unit(Some(seen(Some(old.clone())))), &empty),
+            Some(Step::Agent(AgentStep::Ensure(_)))
+        ));
+        // Turned off: stopped.
+        let mut off = running_unit(Some(seen(Some(old.clone()))));
+        off.config.as_mut().unwrap().agent.enabled = false;
+        assert_eq!(plan(&off, &empty), Some(Step::Agent(AgentStep::Stop)));
+        // No etcd running and none starting: not started yet.
+        let mut idle = running_unit(Some(seen(None)));
+        idle.active = false;
+        assert_eq!(plan(&idle, &empty), None);
+        let starting = Plan {
+            steps: vec![Step::StartEtcd],
+            ..Default::default()
+        };
+        assert!(plan(&idle, &starting).is_some());
+        // Stop and remove hooks.
+        let mut stop = running_unit(Some(seen(Some(old.clone()))));
+        stop.event = Event::Stop;
+        assert_eq!(plan(&stop, &empty), Some(Step::Agent(AgentStep::Stop)));
+        stop.event = Event::Remove;
+        assert_eq!(plan(&stop, &empty), Some(Step::Agent(AgentStep::Remove)));
+    }
+
+    #[test]
+    fn problems_become_notes() {
+        assert!(notes_of(None).is_empty());
+        let s = AgentState {
+            problems: vec!["scheduled snapshot failed: disk full".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            notes_of(Some(&Ok(s))),
+            ["maintenance agent: scheduled snapshot failed: disk full"]
+        );
+        assert_eq!(notes_of(Some(&Err("no answer".into()))), ["no answer"]);
+    }
+}
