@@ -466,7 +466,7 @@ fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
     }
     let m = Model::new();
     let _machines = Machines(&m);
-    deploy_systemd(&m, 1);
+    deploy_systemd(&m, 1, &[]);
     let agent = "etcd-charm-agent";
     let prop = |p: &str| {
         inside_text(
