@@ -1,0 +1,50 @@
+"""Section `avail`: how long writes stop, and how many fail, while the
+cluster is disturbed: tests/availability_bench.rs (ignored tests, release
+build) run as they are, their `BENCH-AVAIL {json}` lines read back.
+
+Each row is one operation under a writer on every member (put timeout
+800 ms, a put every 20 ms, the next member after a failure), beside its
+floors measured in the same cluster in the same run: one member restarted
+by hand and one election (`etcdctl move-leader`)."""
+
+import json
+import re
+import subprocess
+
+from harness import REPO, log, run
+
+TESTS = ("routine_operations", "legacy_migration")
+
+# Built by other branches; a row says why it is not measured until their
+# work is in (tagged ready-certs / ready-snapver and merged here).
+NOT_MEASURED = [
+    ("CA rotation", "certs",
+     "the certificates relation and CA rotation are being built on branch `certs`; not merged here"),
+    ("version upgrade (etcd channel)", "snapver",
+     "etcd channel upgrades through rolling turns are being built on branch `snapver`; not merged here"),
+]
+
+
+def bench_avail(results):
+    rows, errors = [], []
+    for test in TESTS:
+        log(f"avail: tests/availability_bench.rs {test} (release build)")
+        try:
+            p = run(["cargo", "test", "--release", "--locked", "--test", "availability_bench", "--",
+                     "--ignored", "--nocapture", "--test-threads=1", "--exact", test],
+                    timeout=1500, check=False, cwd=REPO)
+        except subprocess.TimeoutExpired:
+            errors.append(f"{test}: timed out")
+            continue
+        # The first line may follow libtest's `test <name> ... ` on the same line.
+        text = p.stdout + p.stderr
+        got = [dict(json.loads(m.group(1)), test=test)
+               for m in re.finditer(r"BENCH-AVAIL (\{.*\})$", text, re.M)]
+        rows.extend(got)
+        for r in got:
+            log(f"  {r['row']}: gap {r['gap_s']:.3f} s, {r['failed']} failed, {r['lost']} lost")
+        if p.returncode != 0:
+            errors.append(f"{test}: exit {p.returncode}:\n{text[-3000:]}")
+            log(f"avail: {test} failed; see the raw data")
+    results["avail"] = {"rows": rows, "errors": errors,
+                        "not_measured": [(what, why) for what, _, why in NOT_MEASURED]}
