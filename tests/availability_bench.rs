@@ -11,9 +11,11 @@
 //! one `BENCH-AVAIL {json}` line: the longest gap between acknowledged
 //! writes, failed writes (and how many of them ran out of the timeout),
 //! lost writes and the most members down at once. Beside them, in the same
-//! cluster and run, the floors: one member restarted by hand (its etcd
-//! stopped and started outside the charm, as `systemctl restart` would) and
-//! one election (`etcdctl move-leader`).
+//! cluster and run, the floors: one member restarted by hand (a follower's
+//! etcd stopped and started outside the charm, as `systemctl restart`
+//! would, with the writer on it) and one election (`etcdctl move-leader`,
+//! with the writer on the old leader). The writer starts on the first unit
+//! for the charm's operations and on the raft leader when it is killed.
 //!
 //! - `routine_operations`: a 3-unit cluster of this charm at its default
 //!   raft timings (heartbeat 100 ms, election 1000 ms): the floors, a
