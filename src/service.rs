@@ -238,6 +238,27 @@ impl Service {
         }
     }
 
+    /// Snap: the etcd row of `snap list` (version, revision, tracking), None
+    /// when absent or unreadable. Direct: None.
+    pub fn snap_info(&self) -> Option<SnapInfo> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::snap_info().ok().flatten(),
+            Backend::Direct { .. } => None,
+        }
+    }
+
+    /// Snap: `snap refresh etcd --channel <channel>` (snapd copies SNAP_DATA
+    /// and restarts the service). Direct: there is no snap to refresh.
+    pub fn snap_refresh(&self, channel: &str) -> Result<()> {
+        match &self.backend {
+            Backend::Snap { .. } => snap::snap_refresh_cmd(channel).run().map(drop),
+            Backend::Direct { .. } => Err(err(
+                format!("snap refresh etcd --channel {channel}"),
+                "the direct backend runs no snap (ETCD_CHARM_SERVICE=direct)",
+            )),
+        }
+    }
+
     /// Snap: holds etcd's auto-refresh or sets snapd's timer. Direct: no snapd.
     pub fn set_snapd_refresh(&self, policy: &SnapdRefresh) -> Result<()> {
         match &self.backend {

@@ -201,7 +201,7 @@ fn every_action_on_three_units() {
     // and change nothing.
     for (name, says) in [
         ("restore", "does not restore"),
-        ("snap-upgrade", "already runs etcd from the snap"),
+        ("snap-upgrade", "not run from the etcd snap"),
         ("cis-benchmark", "not offered"),
     ] {
         let msg = action_fails(&m, "etcd/0", name, &[]);

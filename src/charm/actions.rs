@@ -117,11 +117,6 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
              guide (etcdctl snapshot restore on every member with the cluster's token)"
                 .into(),
         )),
-        "snap-upgrade" => Err(Error::Other(
-            "snap-upgrade: every unit of this charm already runs etcd from the snap; there is no \
-             apt package to migrate from. To change the etcd version, set the channel option"
-                .into(),
-        )),
         "cis-benchmark" => Err(Error::Other(
             "cis-benchmark: not offered by this charm (it benchmarked the Python charm's \
              Kubernetes snaps); run kube-bench against the control plane instead"

@@ -25,6 +25,8 @@ pub mod options;
 pub mod plan;
 pub mod quiet;
 mod running;
+pub mod snap_upgrade;
+mod snap_upgrade_apply;
 pub mod token;
 pub mod turn;
 mod volume;
@@ -77,8 +79,11 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Event::Action(name) = &ctx.event {
-        let result = actions::run(name, &tools, &Paths::from_env())
-            .and_then(|out| tools.action_set(&out).map_err(Into::into));
+        let result = match name.as_str() {
+            "snap-upgrade" => snap_upgrade_apply::action(ctx, &tools),
+            _ => actions::run(name, &tools, &Paths::from_env()),
+        }
+        .and_then(|out| tools.action_set(&out).map_err(Into::into));
         if let Err(e) = result {
             error!("action {name} failed: {e}");
             if tools.action_fail(&e.to_string()).is_err() {

@@ -94,6 +94,8 @@ pub struct Observed {
     /// The key type of the server certificate the kept TLS serves with:
     /// `tls_cipher_suites` must fit it (interfaces.md §4).
     pub server_key: Option<crate::tls::cert::KeyType>,
+    /// The etcd snap as `snap list` shows it (snap backend; snap_upgrade.rs).
+    pub snap: Option<super::snap_upgrade::SnapSeen>,
 }
 
 impl Observed {
@@ -408,6 +410,7 @@ pub fn observe_with(
         Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
         None => Vec::new(),
     };
+    let snap = super::snap_upgrade_apply::observe(service, paths, config.as_ref().ok());
     let observed = Observed {
         storage,
         event: ctx.event.clone(),
@@ -438,6 +441,7 @@ pub fn observe_with(
         goal_units,
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
+        snap,
         tls,
         server_key,
     };

@@ -113,6 +113,8 @@ pub enum Step {
     ReleaseTurn,
     /// Prepares or releases the `data` storage volume (storage.rs).
     Volume(crate::storage::VolumeStep),
+    /// An etcd version upgrade through the snap channel (snap_upgrade.rs).
+    SnapUpgrade(super::snap_upgrade::UpgradeStep),
 }
 
 impl std::fmt::Display for Step {
@@ -168,6 +170,7 @@ impl std::fmt::Display for Step {
                 write!(f, "give back the rolling turn once every voter is healthy")
             }
             Step::Volume(v) => write!(f, "{v}"),
+            Step::SnapUpgrade(u) => write!(f, "{u}"),
         }
     }
 }
@@ -614,6 +617,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             &mut p,
         ),
     }
+    super::snap_upgrade::plan(o, &c, paths, &mut p);
     if o.is_leader {
         if let Some(view) = o
             .local

@@ -14,6 +14,7 @@
 use super::apply::Applier;
 use super::observe::Observed;
 use super::plan::{self, Plan, Step};
+use super::snap_upgrade::UpgradeStep;
 use crate::context::Event;
 use crate::error::Result;
 use crate::hooktools::StatusKind;
@@ -21,11 +22,16 @@ use crate::rolling::{self, Request, Taken, Turn};
 use tracing::info;
 
 fn goes_down(s: &Step) -> bool {
-    matches!(s, Step::StopEtcd | Step::RestartEtcd)
+    matches!(s, Step::StopEtcd | Step::RestartEtcd) || is_refresh(s)
 }
 
 fn comes_up(s: &Step) -> bool {
-    matches!(s, Step::StartEtcd | Step::RestartEtcd)
+    matches!(s, Step::StartEtcd | Step::RestartEtcd) || is_refresh(s)
+}
+
+/// `snap refresh` stops the member and starts it on the new revision.
+fn is_refresh(s: &Step) -> bool {
+    matches!(s, Step::SnapUpgrade(u) if u.is_refresh())
 }
 
 /// The running member's ID: as it answers, else as its WAL records.
@@ -57,7 +63,12 @@ fn needs_turn(o: &Observed) -> bool {
 }
 
 fn reason(steps: &[Step]) -> String {
-    if steps.iter().any(|s| matches!(s, Step::Migrate(_))) {
+    if let Some(to) = steps.iter().find_map(|s| match s {
+        Step::SnapUpgrade(UpgradeStep::Refresh { channel }) => Some(channel),
+        _ => None,
+    }) {
+        format!("upgrading etcd to {to}")
+    } else if steps.iter().any(|s| matches!(s, Step::Migrate(_))) {
         "moving the member to the canonical data dir".into()
     } else if steps.iter().any(|s| matches!(s, Step::WriteConfig { .. })) {
         "a new etcd.conf.yml".into()
@@ -90,6 +101,7 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
         .position(|s| match s {
             Step::WriteConfig { .. } => true,
             Step::Migrate(m) => m.before_stop(),
+            Step::SnapUpgrade(u) => u.before_down(),
             _ => false,
         })
         .unwrap_or(down);
@@ -98,11 +110,14 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     let release = match p.steps[down..].iter().position(comes_up) {
         Some(i) => {
             let mut end = down + i + 1;
-            while p
-                .steps
-                .get(end)
-                .is_some_and(|s| matches!(s, Step::WaitMember | Step::VerifyMember(_)))
-            {
+            while p.steps.get(end).is_some_and(|s| {
+                matches!(
+                    s,
+                    Step::WaitMember
+                        | Step::VerifyMember(_)
+                        | Step::SnapUpgrade(UpgradeStep::Verify { .. })
+                )
+            }) {
                 end += 1;
             }
             end

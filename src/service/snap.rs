@@ -142,7 +142,7 @@ pub fn plan_snap(current: Option<&SnapInfo>, channel: &str) -> Option<Cmd> {
     }
 }
 
-fn snap_info() -> Result<Option<SnapInfo>> {
+pub(super) fn snap_info() -> Result<Option<SnapInfo>> {
     let cmd = snap_list_cmd();
     let out = cmd.output()?;
     if out.status.success() {

@@ -1,0 +1,131 @@
+//! Helpers for tests on jujusim's systemd machines (`--machines systemd`,
+//! the snapd stand-in, the charm's snap backend): the same recipe as
+//! tests/charm_systemd.rs, shared so further such tests need no copy.
+#![allow(dead_code)]
+
+use crate::charm_support::*;
+use std::path::Path;
+use std::process::Output;
+
+/// Why these tests cannot run here, if they cannot.
+pub fn unavailable() -> Option<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0");
+    if !root {
+        return Some("not root");
+    }
+    if !Path::new("/lib/systemd/systemd").is_file() {
+        return Some("no /lib/systemd/systemd");
+    }
+    None
+}
+
+/// The etcd 3.5 binaries the stand-in serves as 3.5/stable, if any.
+pub fn etcd35() -> Option<String> {
+    std::env::var("SNAP_STANDIN_ETCD35")
+        .ok()
+        .filter(|d| Path::new(d).join("etcd").is_file())
+}
+
+/// Kills every machine of a model on drop (after the model's own destroy,
+/// which stops them already): a machine must never outlive its test.
+pub struct Machines<'a>(pub &'a Model);
+
+impl Drop for Machines<'_> {
+    fn drop(&mut self) {
+        let Ok(rd) = std::fs::read_dir(self.0.dir.join("units")) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let Ok(pid) = std::fs::read_to_string(e.path().join("machine.pid")) else {
+                continue;
+            };
+            let Ok(pid) = pid.trim().parse::<i32>() else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "systemd" {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+pub fn standin_dir() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapd-standin")
+        .display()
+        .to_string()
+}
+
+/// Deploys `n` units on systemd machines with the snap backend; `env` are
+/// more `NAME=value` for the machines' hooks and actions.
+pub fn deploy_systemd(m: &Model, n: u32, env: &[&str]) {
+    let standin = format!("{}:/usr/local/sbin", standin_dir());
+    let mut args = vec![
+        "--machines",
+        "systemd",
+        "--machine-bind",
+        &standin,
+        "--machine-bind",
+        "{unit_root}/var/lib/snapd-standin:/var/lib/snapd-standin",
+        "--systemd-env",
+        "ETCD_CHARM_SERVICE=snap",
+        "--systemd-env",
+        "ETCD_CHARM_ROOT=/",
+    ];
+    for e in env {
+        args.push("--systemd-env");
+        args.push(e);
+    }
+    m.deploy_with(n, &args);
+    for u in m.units() {
+        let unit = m.unit(&u);
+        assert_eq!(unit["machine-mode"], "systemd", "{u}: {unit}");
+    }
+}
+
+/// The host pid of a unit's machine (its systemd).
+pub fn machine_pid(m: &Model, unit: &str) -> i32 {
+    m.unit(unit)["machine-pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{unit} has no running machine")) as i32
+}
+
+/// A command inside a unit's machine.
+pub fn inside(m: &Model, unit: &str, args: &[&str]) -> Output {
+    std::process::Command::new("nsenter")
+        .args(["-t", &machine_pid(m, unit).to_string(), "-m", "-p", "--"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running nsenter")
+}
+
+pub fn inside_text(m: &Model, unit: &str, args: &[&str]) -> String {
+    String::from_utf8_lossy(&inside(m, unit, args).stdout)
+        .trim()
+        .to_string()
+}
+
+pub fn unit_prop(m: &Model, unit: &str, prop: &str) -> String {
+    inside_text(
+        m,
+        unit,
+        &["systemctl", "show", "-p", prop, "--value", "snap.etcd.etcd"],
+    )
+}
+
+/// The etcd version the unit's member reports.
+pub fn member_version(m: &Model, unit: &str) -> Option<String> {
+    let out = etcdctl(&m.endpoint(unit), &["endpoint", "status", "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    v[0]["Status"]["version"].as_str().map(str::to_string)
+}
