@@ -16,9 +16,11 @@ Sections:
            tests/upgrade_bench.rs as it is (the same steps, cold caches).
   avail    the longest write gap and failed writes under a writer on every
            member during a refresh, a config change needing restarts, the
-           rolling defrag, the raft leader killed and the legacy migration
-           of 3 units, each beside its floors from the same run (a member
-           restarted by hand, a move-leader): tests/availability_bench.rs.
+           rolling defrag, the raft leader killed, the legacy migration
+           of 3 units and an etcd 3.4 → 3.5 channel upgrade (systemd
+           machines), each beside its floors from the same cluster (a
+           member restarted by hand, a move-leader):
+           tests/availability_bench.rs.
 
 Layout: this file parses the options and runs the sections; each section
 is its own module (hooks.py, deploy.py, migration.py with copy_path.py,

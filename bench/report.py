@@ -205,7 +205,7 @@ def report(results, args):
 
 # Operations that take one member down at a time: the goal (a
 # write gap of at most 1.5 s and no failed write) applies to them.
-SINGLE_MEMBER_OPS = ("refresh", "config", "defrag", "migration")
+SINGLE_MEMBER_OPS = ("refresh", "config", "defrag", "migration", "upgrade")
 GAP_GOAL_S = 1.5
 
 
@@ -228,7 +228,7 @@ def avail_table(av, verdicts):
 
     def fig(r):
         return f"{r['gap_s']:.3f} s, {r['failed']} failed"
-    for test in ("routine_operations", "legacy_migration"):
+    for test in ("routine_operations", "legacy_migration", "version_upgrade"):
         mine = [r for r in rows if r["test"] == test]
         restart = next((r for r in mine if r["kind"] == "floor-restart"), None)
         election = next((r for r in mine if r["kind"] == "floor-election"), None)

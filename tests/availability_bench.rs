@@ -26,6 +26,10 @@
 //! - `legacy_migration`: 3 units of the Python charm's layout
 //!   (tests/upgrade_support, raft timings 50/500 ms), the floors there,
 //!   then `jujusim refresh` to this charm, which migrates every member.
+//! - `version_upgrade`: 3 units on jujusim's systemd machines (the snapd
+//!   stand-in, the snap backend), the floors there (`systemctl restart` in
+//!   a machine), then `channel=3.5/stable` from 3.4 (tests/systemd_support;
+//!   needs SNAP_STANDIN_ETCD35, else it prints `BENCH-AVAIL-SKIP` and why).
 //!
 //! Outcomes are checked (no lost write, never two members down, every key
 //! and member kept); the figures themselves are reported, never asserted.
@@ -33,6 +37,12 @@
 mod upgrade_support;
 mod writer_support;
 use upgrade_support::*;
+/// tests/systemd_support reaches its helpers as `crate::charm_support`:
+/// here they are upgrade_support's (one `Model` type in this file).
+mod charm_support {
+    pub use crate::upgrade_support::*;
+}
+mod systemd_support;
 use writer_support::{Report, Writer, PUT_EVERY, PUT_TIMEOUT};
 
 use etcd_charm::paths::Paths;
@@ -175,7 +185,7 @@ fn row(
 /// started by hand (outside the charm, through the same supervisor the
 /// charm uses) while the writer is on it, then raft leadership moved to a
 /// follower while the writer is on the leader.
-fn floors(m: &Model, units: &[String], suffix: &str) {
+fn floors(m: &Model, units: &[String], suffix: &str, restart: impl FnOnce(&str)) {
     let (_, followers) = leader_and_followers(m, units);
     let unit = followers[0].0.clone();
     row(
@@ -183,13 +193,7 @@ fn floors(m: &Model, units: &[String], suffix: &str) {
         &starting_at(units, &unit),
         &format!("floor: one member restarted by hand{suffix}"),
         "floor-restart",
-        || {
-            let svc = service(m, &unit);
-            svc.stop()
-                .unwrap_or_else(|e| panic!("stopping {unit}: {e}"));
-            svc.start()
-                .unwrap_or_else(|e| panic!("starting {unit}: {e}"));
-        },
+        || restart(&unit),
         false,
     );
     let ((leader, _), followers) = leader_and_followers(m, units);
@@ -208,6 +212,15 @@ fn floors(m: &Model, units: &[String], suffix: &str) {
         },
         false,
     );
+}
+
+/// Stops and starts a unit's etcd outside the charm (direct backend).
+fn restart_direct(m: &Model, unit: &str) {
+    let svc = service(m, unit);
+    svc.stop()
+        .unwrap_or_else(|e| panic!("stopping {unit}: {e}"));
+    svc.start()
+        .unwrap_or_else(|e| panic!("starting {unit}: {e}"));
 }
 
 /// A build of this charm whose `snapshot_count` default is 50000, not
@@ -289,7 +302,7 @@ fn routine_operations() {
     units.sort();
     put_keys(&m.endpoints(), "before", KEYS);
 
-    floors(&m, &units, "");
+    floors(&m, &units, "", |u| restart_direct(&m, u));
 
     let new = tempfile::tempdir().unwrap();
     let charm = new.path().join("charm");
@@ -370,7 +383,7 @@ fn legacy_migration() {
     let legacy = bootstrap_legacy(&up, KEYS, true);
     up.start_old_etcd();
     let suffix = format!(" (legacy cluster, raft {HEARTBEAT_MS}/{ELECTION_MS} ms)");
-    floors(&up.m, &up.units, &suffix);
+    floors(&up.m, &up.units, &suffix, |u| restart_direct(&up.m, u));
     row(
         &up.m,
         &up.units,
@@ -391,5 +404,55 @@ fn legacy_migration() {
         assert_eq!(live_ids(&ep), *want, "{unit} runs its own member");
         assert_migrated(&up, unit, *want);
         assert_keys(&ep, "legacy", KEYS);
+    }
+}
+
+/// A `channel` change from 3.4/stable to 3.5/stable on systemd machines
+/// (the snapd stand-in, the charm's snap backend), as
+/// tests/charm_snap_upgrade.rs runs it; floors there by `systemctl restart
+/// snap.etcd.etcd` inside a machine. Needs root, /lib/systemd/systemd and
+/// etcd 3.5 (SNAP_STANDIN_ETCD35): without them it prints why and passes.
+#[test]
+#[ignore = "a measurement for bench/run: run with --ignored"]
+fn version_upgrade() {
+    use systemd_support::*;
+    let why = unavailable().map(str::to_string).or_else(|| {
+        etcd35()
+            .is_none()
+            .then(|| "SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)".to_string())
+    });
+    if let Some(why) = why {
+        println!("BENCH-AVAIL-SKIP version upgrade: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    let env = format!("SNAP_STANDIN_ETCD35={}", etcd35().unwrap());
+    deploy_systemd(&m, 3, &[&env]);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    put_keys(&m.endpoints(), "before", KEYS);
+    floors(&m, &units, " (systemd machines, snap)", |u| {
+        let out = inside(&m, u, &["systemctl", "restart", "snap.etcd.etcd"]);
+        assert!(out.status.success(), "systemctl restart on {u}: {out:?}");
+    });
+    row(
+        &m,
+        &units,
+        "version upgrade: channel 3.4/stable → 3.5/stable (systemd machines, snap)",
+        "upgrade",
+        || {
+            m.ok(&["config", "etcd", "channel=3.5/stable"]);
+        },
+        true,
+    );
+    for u in &units {
+        let v = member_version(&m, u);
+        assert!(
+            v.as_deref().is_some_and(|v| v.starts_with("3.5.")),
+            "{u}: {v:?}"
+        );
+        assert_keys(&m.endpoint(u), "before", KEYS);
     }
 }
