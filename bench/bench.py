@@ -14,9 +14,17 @@ Sections:
            several sizes, beside a plain restart of the same member, and the
            copy path's throughput beside `cp -a` + `sync`; then
            tests/upgrade_bench.rs as it is (the same steps, cold caches).
+  avail    the longest write gap and failed writes under a writer on every
+           member during a refresh, a config change needing restarts, the
+           rolling defrag, the raft leader killed, the legacy migration
+           of 3 units and an etcd 3.4 → 3.5 channel upgrade (systemd
+           machines), each beside its floors from the same cluster (a
+           member restarted by hand, a move-leader):
+           tests/availability_bench.rs.
 
 Layout: this file parses the options and runs the sections; each section
-is its own module (hooks.py, deploy.py, migration.py with copy_path.py),
+is its own module (hooks.py, deploy.py, migration.py with copy_path.py,
+availability.py),
 all on harness.py (commands with bounds, statistics and their formats,
 cleanup, the jujusim model, charm dirs, etcd by hand); report.py makes the
 table.
@@ -38,12 +46,13 @@ from harness import CLEANUP, MiB, REPO, WORK, log, on_signal
 from hooks import bench_hooks
 from deploy import bench_deploy
 from migration import bench_migrate
+from availability import bench_avail
 from report import machine, report
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="hooks,deploy,migrate",
+    ap.add_argument("--only", default="hooks,deploy,migrate,avail",
                     help="comma-separated sections (default: all)")
     ap.add_argument("--hook-runs", type=int, default=21)
     ap.add_argument("--deploy-runs", type=int, default=5)
@@ -70,6 +79,8 @@ def main():
         if "migrate" in sections:
             sizes = [int(s) * MiB for s in args.sizes.split(",")]
             bench_migrate(sizes, args.migrate_runs, args.copy_size * MiB, results)
+        if "avail" in sections:
+            bench_avail(results)
     finally:
         CLEANUP.all()
     results["load_after"] = os.getloadavg()[0]

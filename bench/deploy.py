@@ -56,6 +56,8 @@ def bench_deploy(runs, results):
         m.destroy()
         log(f"deploy: run {r + 1}/{runs}: etcd by hand (static bootstrap of 3, learner join)")
         row.update(hand_cluster(r))
+        log(f"deploy: run {r + 1}/{runs}: etcd by hand (1 member, then 2 learner joins in sequence)")
+        row.update(hand_sequential(r))
         rows.append(row)
         log(f"deploy: run {r + 1}/{runs}: deploy {deploy_s:.1f}s vs bootstrap {row['bootstrap_s']:.1f}s; "
             f"add-unit {add_s:.1f}s vs join {row['join_s']:.1f}s")
@@ -111,6 +113,65 @@ def wait_active_nudging(m, n, limit=180):
             nudges += 1
     if nudges:
         log(f"  ({nudges} update-status run(s) were needed to reach active)")
+
+
+def learner_join(eps, name, ip, token, base, procs):
+    """etcdctl member add --learner (retried while etcd refuses it), the
+    new member started, promote retried until it succeeds; returns how
+    many add attempts etcd refused and why."""
+    added, refused = {}, {}
+
+    def add():
+        p = etcdctl(eps, "member", "add", name, "--learner", f"--peer-urls=http://{ip}:2380")
+        if p.returncode == 0:
+            added["out"] = p.stdout
+        else:
+            why = (p.stderr.strip().splitlines() or ["?"])[-1][-60:]
+            refused[why] = refused.get(why, 0) + 1
+        return p.returncode == 0
+    wait_for(f"member add --learner {name}", 60, add, every=0.2)
+    member_id = re.search(r"Member\s+([0-9a-f]+)\s+added", added["out"]).group(1)
+    initial = re.search(r'ETCD_INITIAL_CLUSTER="([^"]+)"', added["out"]).group(1)
+    procs.append(hand_etcd(name, ip, base / name, initial, "existing", token, base))
+    wait_for(f"member promote {name}", 60,
+             lambda: etcdctl(eps, "member", "promote", member_id).returncode == 0, every=0.1)
+    wait_for(f"{name} healthy", 60,
+             lambda: etcdctl(f"http://{ip}:2379", "endpoint", "health").returncode == 0)
+    return refused
+
+
+def hand_sequential(r):
+    """etcd's own cost of growing to 3 one member at a time, as the charm's
+    deploy does: one member bootstrapped alone, then two learner joins by
+    hand, back to back. etcd refuses a member add until the leader has been
+    connected to every voting member for 5 s (its HealthInterval, with
+    strict-reconfig-check on by default), so the second join waits."""
+    base = WORK / "hand" / f"seq-{r}"
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    ips = [f"127.87.{10 + r}.{i}" for i in (1, 2, 3)]
+    names = [f"s{i}" for i in range(3)]
+    token = f"bench-seq-{os.getpid()}-{r}"
+    procs, refused = [], {}
+    try:
+        t0 = time.monotonic()
+        procs.append(hand_etcd(names[0], ips[0], base / names[0], f"{names[0]}=http://{ips[0]}:2380",
+                               "new", token, base))
+        wait_for("the first member healthy", 60,
+                 lambda: etcdctl(f"http://{ips[0]}:2379", "endpoint", "health").returncode == 0)
+        for i in (1, 2):
+            eps = ",".join(f"http://{ip}:2379" for ip in ips[:i])
+            for k, v in learner_join(eps, names[i], ips[i], token, base, procs).items():
+                refused[k] = refused.get(k, 0) + v
+        seq_s = time.monotonic() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        CLEANUP.stop_procs(procs, grace=10)
+    shutil.rmtree(base, ignore_errors=True)
+    return {"sequential_s": seq_s, "sequential_refused": refused}
 
 
 def hand_cluster(r):

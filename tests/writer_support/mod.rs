@@ -22,9 +22,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// One put's timeout (connecting included).
-const PUT_TIMEOUT: Duration = Duration::from_millis(800);
+pub const PUT_TIMEOUT: Duration = Duration::from_millis(800);
 /// Pause between puts: continuous, but leaving the shared CPUs some room.
-const PUT_EVERY: Duration = Duration::from_millis(20);
+pub const PUT_EVERY: Duration = Duration::from_millis(20);
 const POLL_EVERY: Duration = Duration::from_millis(100);
 const POLL_TIMEOUT: Duration = Duration::from_millis(700);
 
@@ -33,6 +33,8 @@ struct Op {
     seq: u64,
     invoked: Instant,
     acked: bool,
+    /// Failed by running out of PUT_TIMEOUT (not by an error or a refusal).
+    timed_out: bool,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +52,8 @@ struct Monitor {
 pub struct Report {
     pub acked: usize,
     pub failed: usize,
+    /// Failed writes that ran out of PUT_TIMEOUT (the rest were refused).
+    pub timeouts: usize,
     /// Acknowledged keys some member does not have.
     pub lost: usize,
     pub lost_keys: Vec<String>,
@@ -210,6 +214,7 @@ impl Writer {
         Report {
             acked: acked.len(),
             failed: ops.len() - acked.len(),
+            timeouts: ops.iter().filter(|o| o.timed_out).count(),
             lost,
             lost_keys,
             longest_gap,
@@ -289,6 +294,8 @@ fn write_loop(endpoints: &[String], stop: &AtomicBool, ops: &Mutex<Vec<Op>>) {
             };
             matches!(tokio::time::timeout(PUT_TIMEOUT, put).await, Ok(Some(_)))
         });
+        // Connecting has the same bound, so a slow connect counts too.
+        let timed_out = !acked && invoked.elapsed() >= PUT_TIMEOUT * 9 / 10;
         if !acked {
             // A fresh connection next time, and the next member now.
             clients[at] = None;
@@ -298,6 +305,7 @@ fn write_loop(endpoints: &[String], stop: &AtomicBool, ops: &Mutex<Vec<Op>>) {
             seq,
             invoked,
             acked,
+            timed_out,
         });
         seq += 1;
         std::thread::sleep(PUT_EVERY);
