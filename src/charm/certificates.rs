@@ -13,12 +13,14 @@
 //!    own RSA 2048 key (kept in SNAP_COMMON, 0600).
 //! 2. Issued: the five files are written (keys 0600). Nothing restarts.
 //! 3. [`Stage::Bridge`], one member at a time (turn): etcd restarts with
-//!    both transport sections, http peer URLs, and its client port serving
-//!    https and http at once (etcd multiplexes both on one listener). Its
-//!    peer client now dials https peers with our certificate.
-//! 4. Once every member advertises https client URLs, [`Stage::Full`], one
-//!    member at a time (turn): raft leadership off it, `member update` of its
-//!    peer URL to https, restart with https only.
+//!    both transport sections and every URL still http: its peer client now
+//!    dials https peers with our certificate. The unit then says `tls:
+//!    bridge` in its peer databag. (Serving https and http on one client
+//!    port is no bridge in etcd 3.4: its gRPC server for plain connections
+//!    is the TLS one — a captured variable — and handshakes hang at random.)
+//! 4. Once every member is bridged (peer databags) or on https peers,
+//!    [`Stage::Full`], one member at a time (turn): raft leadership off it,
+//!    `member update` of its peer URL to https, restart with https only.
 //!
 //! # Guarantees
 //! - A peer always reaches every other one: a bridged member dials http and
@@ -255,7 +257,7 @@ pub fn observe(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     Plain,
-    /// Both transport sections; http peers; clients on https and http.
+    /// Both transport sections; every URL still http.
     Bridge,
     /// https only.
     Full,
@@ -266,18 +268,39 @@ fn current(o: &Observed) -> Stage {
     let Some(found) = o.disk.found_config() else {
         return Stage::Plain;
     };
-    let https = |k: &str| found.raw.get(k).is_some_and(|v| v.contains("https://"));
-    if https("initial-advertise-peer-urls") || https("listen-peer-urls") {
+    if super::observe::serves_https(found) {
         Stage::Full
-    } else if https("advertise-client-urls") || https("listen-client-urls") {
+    } else if bridging(Some(found)) {
         Stage::Bridge
     } else {
         Stage::Plain
     }
 }
 
-/// Every member of the cluster this unit sees serves https to clients
-/// (bridged or full), and each has started.
+/// etcd.conf.yml carries the peer transport section with plain URLs: a
+/// bridged member (observe then reads the peers' databags for theirs).
+pub fn bridging(found: Option<&crate::layout::FoundConfig>) -> bool {
+    found.is_some_and(|f| {
+        f.raw
+            .get("peer-transport-security")
+            .is_some_and(|v| v.contains("cert-file"))
+            && !super::observe::serves_https(f)
+    })
+}
+
+/// This unit's peer databag key saying how far its running member is.
+pub const STAGE_KEY: &str = "tls";
+
+fn label(s: Stage) -> &'static str {
+    match s {
+        Stage::Plain => "",
+        Stage::Bridge => "bridge",
+        Stage::Full => "full",
+    }
+}
+
+/// Every member of the cluster this unit sees is bridged or on https
+/// peers: its unit says so, or its peer URL does.
 fn all_bridged(o: &Observed) -> bool {
     let view = o
         .local
@@ -288,8 +311,12 @@ fn all_bridged(o: &Observed) -> bool {
         !v.members.is_empty()
             && v.members.iter().all(|m| {
                 m.peer_urls.iter().any(|u| u.starts_with("https://"))
-                    || (!m.client_urls.is_empty()
-                        && m.client_urls.iter().all(|u| u.starts_with("https://")))
+                    || (m.name == o.member_name && current(o) == Stage::Bridge)
+                    || o.peers.iter().any(|(u, b)| {
+                        u.replace('/', "") == m.name
+                            && b.get(STAGE_KEY)
+                                .is_some_and(|s| s == "bridge" || s == "full")
+                    })
             })
     })
 }
@@ -331,25 +358,9 @@ pub fn peer_scheme(o: &Observed) -> &'static str {
     }
 }
 
+/// Clients follow the peers: https only once the member is.
 pub fn client_scheme(o: &Observed) -> &'static str {
-    if stage(o) == Stage::Plain {
-        "http"
-    } else {
-        "https"
-    }
-}
-
-/// A bridged member serves its https client URLs over http too.
-pub fn listen_client(o: &Observed, mut urls: Vec<String>) -> Vec<String> {
-    if stage(o) == Stage::Bridge {
-        let plain: Vec<String> = urls
-            .iter()
-            .filter_map(|u| u.strip_prefix("https://").map(|r| format!("http://{r}")))
-            .filter(|u| !urls.contains(u))
-            .collect();
-        urls.extend(plain);
-    }
-    urls
+    peer_scheme(o)
 }
 
 /// What this plan adds for `certificates` (apply's half is [`apply`]).
@@ -467,7 +478,17 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     }
     if stage == Stage::Bridge {
         p.notes
-            .push("moving to TLS: serving https beside http until every member does".into());
+            .push("moving to TLS: waiting for every member to be ready for https peers".into());
+    }
+    // Peers learn how far this member is once it runs that config.
+    let now = label(current(o));
+    if o.local.is_some()
+        && o.peer_relation.is_some()
+        && o.own_bag.get(STAGE_KEY).map_or("", |s| s) != now
+    {
+        p.steps.push(Step::Publish(
+            [(STAGE_KEY.to_string(), now.to_string())].into(),
+        ));
     }
     move_leader_first(o, stage, p);
 }
@@ -589,3 +610,7 @@ pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "certificates_tests.rs"]
+mod tests;

@@ -335,7 +335,9 @@ pub fn observe_with(
         && local
             .as_ref()
             .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
-    if let (Some(rel), false) = (&peer_relation, settled_voter && clients.is_empty()) {
+    // A bridged member moving to TLS needs its peers' stage (certificates.rs).
+    let skip_peers = settled_voter && clients.is_empty() && !super::certificates::bridging(found);
+    if let (Some(rel), false) = (&peer_relation, skip_peers) {
         let units = tolerate(
             mode,
             u,

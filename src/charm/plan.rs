@@ -296,10 +296,7 @@ pub fn desired_config(
         name: o.member_name.clone(),
         data_dir: paths.data_dir().to_string_lossy().into_owned(),
         listen_peer_urls: vec![listen_peer],
-        listen_client_urls: certs::listen_client(
-            o,
-            super::options::listen_client_urls(c, listen_client),
-        ),
+        listen_client_urls: super::options::listen_client_urls(c, listen_client),
         initial_advertise_peer_urls: vec![peer],
         advertise_client_urls: vec![client],
         initial_cluster,
