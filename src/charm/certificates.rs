@@ -28,14 +28,13 @@
 //! - Renewal (a new leaf from the same CA) is files only: etcd reads the
 //!   pair on each handshake.
 //! - The client pair is one pair for every unit: the legacy provider's
-//!   shared `client.cert`/`client.key`.
+//!   shared `client.cert`/`client.key`; under v4, the leader's leaf (v4
+//!   leaves carry no EKU), shared in leadership data as the Python charm
+//!   shared its client pair.
 //!
 //! # Caveats
 //! - A new CA on a unit that serves TLS is not written (the running CA pool
 //!   would refuse new leaves): the status says so; the rotation is to come.
-//! - v4: only the server certificate is requested; the shared client pair
-//!   comes from the legacy protocol alone, so a v4 provider leaves the unit
-//!   on http with a waiting note.
 
 use super::config::CharmConfig;
 use super::observe::{tolerate, Mode, Observed};
@@ -457,6 +456,7 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
         return;
     }
     let stage = stage(o);
+    share_client(o, p);
     match material(o) {
         None => p.notes.push(waiting_note(o)),
         Some(m) if differs(&certs.disk, &m) => {
@@ -509,21 +509,59 @@ fn csr_fits(csr: &str, cn: &str, sans: &[String]) -> bool {
 fn waiting_note(o: &Observed) -> String {
     let who = o.certs.provider.as_deref().unwrap_or("the provider");
     match o.certs.protocol {
-        Some(Protocol::V4) if o.certs.offer.server.is_some() => format!(
-            "TLS: {who} (v4) issued the server certificate; a shared client pair needs the legacy protocol, etcd stays on http"
-        ),
+        Some(Protocol::V4) if o.certs.offer.server.is_some() => {
+            format!("TLS: {who} (v4) issued; waiting for the leader's shared client pair")
+        }
         Some(p) => format!("TLS: requested from {who} ({p:?}), waiting for certificates"),
         None => format!("TLS: requested from {who}, waiting for it to answer"),
+    }
+}
+
+/// Leadership data keys of the v4 client pair the leader shares.
+pub const CLIENT_CERT_KEY: &str = "tls-client-cert";
+pub const CLIENT_KEY_KEY: &str = "tls-client-key";
+
+/// The v4 client pair in leadership data, if the current CA signed it.
+fn shared_client(o: &Observed, ca: &str) -> Option<Pair> {
+    let cert = o.leader.get(CLIENT_CERT_KEY)?;
+    let key = o.leader.get(CLIENT_KEY_KEY)?;
+    tls::cert::signed_by(cert, ca).ok()?.then(|| Pair {
+        cert: cert.to_string(),
+        key: key.to_string(),
+    })
+}
+
+/// v4 leaves carry no extended key usage, so the leader's leaf serves as
+/// the one client pair: shared through leadership data, as the Python
+/// charm shared its client pair. Set when missing or from another CA.
+fn share_client(o: &Observed, p: &mut Plan) {
+    let off = &o.certs.offer;
+    let (Some(ca), Some(server)) = (&off.ca, &off.server) else {
+        return;
+    };
+    if o.is_leader && o.certs.protocol == Some(Protocol::V4) && shared_client(o, ca).is_none() {
+        p.steps.push(Step::SetLeaderData(
+            [
+                (CLIENT_CERT_KEY.to_string(), server.cert.clone()),
+                (CLIENT_KEY_KEY.to_string(), server.key.clone()),
+            ]
+            .into(),
+        ));
     }
 }
 
 /// Everything the files need, when the provider has issued all of it.
 fn material(o: &Observed) -> Option<tls::files::Material> {
     let off = &o.certs.offer;
+    let ca = off.ca.clone()?;
+    let client = match o.certs.protocol {
+        Some(Protocol::V4) => shared_client(o, &ca)?,
+        _ => off.client.clone()?,
+    };
     Some(tls::files::Material {
-        ca: off.ca.clone()?,
+        ca,
         server: off.server.clone()?,
-        client: off.client.clone()?,
+        client,
     })
 }
 

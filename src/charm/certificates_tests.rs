@@ -252,3 +252,80 @@ fn issued_material_is_written_once_and_a_renewal_is_files_only() {
         .iter()
         .any(|(k, m)| *k == StatusKind::Blocked && m.contains("CA changed")));
 }
+
+/// A CA and a leaf it signed for an ECDSA key (fast), as a v4 provider would.
+fn v4_issued() -> (String, Pair) {
+    use rcgen::{BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType};
+    use rcgen::{IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, "v4 test ca");
+    let ca = p.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(p, ca_key);
+    let k = tls::key::generate(tls::key::KeyAlg::EcdsaP256).unwrap();
+    let csr = tls::key::csr(&k, "10.0.0.1", &["10.0.0.1".to_string()]).unwrap();
+    let cert = CertificateSigningRequestParams::from_pem(&csr)
+        .unwrap()
+        .signed_by(&issuer)
+        .unwrap()
+        .pem();
+    (
+        ca,
+        Pair {
+            cert,
+            key: k.pem().to_string(),
+        },
+    )
+}
+
+#[test]
+fn under_v4_the_leader_shares_its_leaf_as_the_one_client_pair() {
+    let (ca, leaf) = v4_issued();
+    let mut o = related();
+    o.certs.protocol = Some(Protocol::V4);
+    o.certs.offer = Offer {
+        ca: Some(ca.clone()),
+        server: Some(leaf.clone()),
+        client: None,
+    };
+    let mut p = Plan::default();
+    plan(&o, &CharmConfig::default(), &mut p);
+    let shared = p.steps.iter().find_map(|s| match s {
+        Step::SetLeaderData(d) => Some(d.clone()),
+        _ => None,
+    });
+    let shared = shared.expect("the leader shares its pair");
+    assert_eq!(shared[CLIENT_CERT_KEY], leaf.cert);
+    assert!(!p
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Tls(TlsStep::WriteFiles(_)))));
+    let shown = p
+        .steps
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+    // Shared: every unit (the leader too) writes it as its client pair.
+    o.leader.app.extend(shared);
+    o.is_leader = false;
+    let mut p = Plan::default();
+    plan(&o, &CharmConfig::default(), &mut p);
+    let m = p.steps.iter().find_map(|s| match s {
+        Step::Tls(TlsStep::WriteFiles(m)) => Some(m.clone()),
+        _ => None,
+    });
+    assert_eq!(m.expect("files written").client, leaf);
+    assert!(!p.steps.iter().any(|s| matches!(s, Step::SetLeaderData(_))));
+    // A pair from another CA is not used.
+    let (other_ca, _) = v4_issued();
+    o.certs.offer.ca = Some(other_ca);
+    let mut p = Plan::default();
+    plan(&o, &CharmConfig::default(), &mut p);
+    assert!(!p
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Tls(TlsStep::WriteFiles(_)))));
+}
