@@ -642,8 +642,18 @@ pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
             );
         }
         TlsStep::MoveLeader { from_endpoint, to } => {
+            // Leadership may have moved since observe (another unit's turn).
+            let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;
+            if s.leader != s.member_id {
+                info!("raft leadership is already on {:x}", s.leader);
+                return Ok(());
+            }
             info!("moving raft leadership to {to:x} before the TLS restart");
-            crate::etcd::block_on(crate::etcd::move_leader(from_endpoint.as_str(), *to))?;
+            if let Err(e) = crate::etcd::block_on::<(), crate::etcd::EtcdError>(
+                crate::etcd::move_leader(from_endpoint.as_str(), *to),
+            ) {
+                info!("raft leadership not moved ({e}); restarting anyway (etcd hands it over on stop)");
+            }
         }
     }
     Ok(())
