@@ -36,8 +36,8 @@
 //! plan: `plan` (the decision and the Step enum), `join` (a WAL-less unit),
 //! `with_wal` (a member starting on its WAL), `bootstrap` (two-phase),
 //! `leader` (membership), `lease` (leadership re-checks), `turn` (the
-//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`,
-//! `certificates`), `monitoring` + `nagios` (prometheus, grafana, nrpe),
+//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`),
+//! `certificates` (the relation, plain → TLS), `monitoring` + `nagios` (prometheus, grafana, nrpe),
 //! `volume` (the data storage), `alarms`, `options`, `token`, `config`;
 //! `apply` (the only code that changes anything); `actions`
 //! (+ `actions_ops`, `actions_debug`), `checks` (the `nrpe-check` plugins);
