@@ -37,12 +37,12 @@
 //! plan: `plan` (the decision and the Step enum), `join` (a WAL-less unit),
 //! `with_wal` (a member starting on its WAL), `bootstrap` (two-phase),
 //! `leader` (membership), `lease` (leadership re-checks), `turn` (the
-//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`,
-//! `certificates`), `monitoring` + `nagios` (prometheus, grafana, nrpe),
-//! `volume` (the data storage), `alarms`, `options`, `token`, `config`,
-//! `snap_upgrade` (etcd version upgrades through `channel`; its I/O and
-//! the `snap-upgrade` action in `snap_upgrade_apply`);
-//! `restore` (a restore's plan and its apply half);
+//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`),
+//! `certificates` (the relation, plain → TLS), `monitoring` + `nagios`
+//! (prometheus, grafana, nrpe), `volume` (the data storage), `alarms`,
+//! `options`, `token`, `config`, `snap_upgrade` (etcd version upgrades
+//! through `channel`; its I/O and the `snap-upgrade` action in
+//! `snap_upgrade_apply`); `restore` (a restore's plan and its apply half);
 //! `apply` (the only code that changes anything); `actions`
 //! (+ `actions_ops`, `actions_debug`, `actions_restore`), `checks` (the `nrpe-check` plugins);
 //! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,

@@ -193,6 +193,7 @@ impl Applier<'_> {
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
             Step::SnapUpgrade(u) => return self.snap_upgrade(u),
+            Step::Tls(t) => super::certificates::apply(t, self.paths)?,
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
@@ -535,6 +536,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::SnapUpgrade(u) => u.key(),
         Step::Restore(r) => r.key(),
         Step::Agent(_) => "agent",
+        Step::Tls(_) => "tls",
     }
 }
 

@@ -9,6 +9,7 @@ pub mod agent;
 pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
+pub mod certificates;
 pub mod checks;
 mod clients;
 pub mod compat;

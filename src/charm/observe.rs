@@ -101,6 +101,8 @@ pub struct Observed {
     pub snap: Option<super::snap_upgrade::SnapSeen>,
     /// The maintenance agent as it runs now (hooks only; None in a dry run).
     pub agent: Option<super::agent::AgentSeen>,
+    /// The `certificates` relation and the files (certificates.rs).
+    pub certs: super::certificates::Certs,
 }
 
 impl Observed {
@@ -314,8 +316,13 @@ pub fn observe_with(
         .is_some_and(serves_https)
         .then(|| crate::tls::files::client_tls(paths))
         .flatten();
-    etcd::set_client_tls(tls.clone());
-    let server_key = tls.as_ref().and_then(|_| {
+    // Peers moving to TLS serve https before this unit does: the issued
+    // client pair reaches them (certificates.rs).
+    let files_tls = tls
+        .clone()
+        .or_else(|| super::certificates::files_client_tls(paths));
+    etcd::set_client_tls(files_tls.clone());
+    let server_key = files_tls.as_ref().and_then(|_| {
         let pem = std::fs::read_to_string(crate::tls::files::TlsPaths::new(paths).server_cert);
         crate::tls::cert::parse(&pem.ok()?).ok().map(|c| c.key_type)
     });
@@ -335,7 +342,9 @@ pub fn observe_with(
         && local
             .as_ref()
             .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
-    if let (Some(rel), false) = (&peer_relation, settled_voter && clients.is_empty()) {
+    // A bridged member moving to TLS needs its peers' stage (certificates.rs).
+    let skip_peers = settled_voter && clients.is_empty() && !super::certificates::bridging(found);
+    if let (Some(rel), false) = (&peer_relation, skip_peers) {
         let units = tolerate(
             mode,
             u,
@@ -416,7 +425,9 @@ pub fn observe_with(
         None => Vec::new(),
     };
     let snap = super::snap_upgrade_apply::observe(service, paths, config.as_ref().ok());
+    let certs = super::certificates::observe(ctx, tools, paths, mode, u, &monitoring.related)?;
     let observed = Observed {
+        certs,
         storage,
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),

@@ -20,6 +20,7 @@
 //! - One membership change in flight at a time; adds look the member up by
 //!   peer URL first, so a lost add response is found, not repeated.
 
+use super::certificates as certs;
 use super::config::CharmConfig;
 use super::leader::{plan_leader, plan_stop};
 use super::observe::{LeaderData, Observed};
@@ -119,6 +120,8 @@ pub enum Step {
     Restore(super::restore::RestoreStep),
     /// Starts, replaces or stops the maintenance agent (charm/agent.rs).
     Agent(super::agent::AgentStep),
+    /// The `certificates` relation's steps (certificates.rs).
+    Tls(super::certificates::TlsStep),
 }
 
 impl std::fmt::Display for Step {
@@ -177,6 +180,7 @@ impl std::fmt::Display for Step {
             Step::SnapUpgrade(u) => write!(f, "{u}"),
             Step::Restore(r) => write!(f, "{r}"),
             Step::Agent(a) => write!(f, "{a}"),
+            Step::Tls(t) => write!(f, "{t}"),
         }
     }
 }
@@ -222,17 +226,17 @@ pub fn scheme(o: &Observed) -> &'static str {
 }
 
 pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(scheme(o), &o.address, c.management_port)
+    crate::addr::url(certs::peer_scheme(o), &o.address, c.management_port)
 }
 
 pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(scheme(o), &o.client_address, c.port)
+    crate::addr::url(certs::client_scheme(o), &o.client_address, c.port)
 }
 
 /// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
 /// Python charm wrote, where it wrote them (paths as etcd sees them).
 fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
-    o.tls.as_ref()?;
+    (certs::stage(o) != certs::Stage::Plain).then_some(())?;
     let f = crate::tls::files::TlsPaths::new(paths);
     let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
     Some(EtcdTls {
@@ -291,8 +295,8 @@ pub fn desired_config(
     let client = client_url(o, c);
     let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
         (
-            crate::addr::url(scheme(o), "0.0.0.0", c.management_port),
-            crate::addr::url(scheme(o), "0.0.0.0", c.port),
+            crate::addr::url(certs::peer_scheme(o), "0.0.0.0", c.management_port),
+            crate::addr::url(certs::client_scheme(o), "0.0.0.0", c.port),
         )
     } else {
         (peer.clone(), client.clone())
@@ -642,6 +646,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             plan_leader(o, &c, view, &mut p);
         }
     }
+    certs::plan(o, &c, &mut p);
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
         super::clients::plan_clients(o, &c, &mut p);
         super::endpoints::plan(o, &mut p);

@@ -77,6 +77,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         endpoints: Default::default(),
         server_key: None,
         snap: None,
+        certs: Default::default(),
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,

@@ -16,20 +16,10 @@
 //!   sections), `etcd::Endpoints` with `ClientTls` (health, membership,
 //!   actions over https with the client pair).
 //!
-//! What the charm still has to do (observe/plan/apply):
-//! - observe the `certificates` relation: [`protocol_of`] on what the
-//!   provider published, then `legacy::parse_provider` or
-//!   `v4::parse_certificates` + `v4::answer_for`; read `files::read`.
-//! - publish requests: both `legacy::Request::to_databag` and (with a key
-//!   kept in SNAP_COMMON) `v4::requests_value` while the protocol is
-//!   unknown; they do not collide.
-//! - apply: `files::write` the material, render the TLS config, and move
-//!   a running cluster to https peers one member at a time (member update
-//!   of the peer URL, restart on a rolling turn); a new CA means trust old
-//!   + new, rolling restart, new leaves, drop the old CA, rolling restart.
-//! - rolling turns (`rolling`) still connect plain; give its requests
-//!   `Endpoints` with the client pair once the cluster speaks https.
-//! - publish `client_cert`/`client_key`/`client_ca` and https URLs on `db`.
+//! The charm's use of all this is `charm::certificates`: the relation in
+//! both protocols, the files, and the move of a plain cluster to TLS
+//! through a bridge stage. Still to do: CA rotation (trust old + new,
+//! rolling restart, new leaves, drop the old CA, rolling restart).
 
 pub mod cert;
 pub mod ciphers;
