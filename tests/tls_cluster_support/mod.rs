@@ -70,12 +70,15 @@ pub struct TlsCluster {
     pub peers: Vec<(String, String)>,
     /// https client URLs, in unit order.
     pub eps: Vec<String>,
+    /// A copy of the client pair and CA (ca.pem, cert.pem, key.pem) that
+    /// outlives any unit, for etcdctl.
+    pub creds: tempfile::TempDir,
 }
 
 impl TlsCluster {
     /// `n` units of the Python charm serving TLS, started, every member
     /// answering over https, the token in leadership data. etcdctl (the
-    /// shared helpers) is pointed at unit 0's copy of the client pair.
+    /// shared helpers) is pointed at [`creds`](Self::creds).
     pub fn python(n: u32) -> TlsCluster {
         let up = Upgrade::deploy(n, &[]);
         let ca = new_ca("python-charm-ca");
@@ -115,10 +118,16 @@ impl TlsCluster {
             cert_pem: client.cert.clone(),
             key_pem: client.key.clone(),
         };
-        let f0 = TlsPaths::new(&up.paths(&up.units[0]));
-        std::env::set_var("ETCDCTL_CACERT", &f0.ca);
-        std::env::set_var("ETCDCTL_CERT", &f0.client_cert);
-        std::env::set_var("ETCDCTL_KEY", &f0.client_key);
+        let creds = tempfile::tempdir().unwrap();
+        for (env, file, text) in [
+            ("ETCDCTL_CACERT", "ca.pem", &tls.ca_pem),
+            ("ETCDCTL_CERT", "cert.pem", &tls.cert_pem),
+            ("ETCDCTL_KEY", "key.pem", &tls.key_pem),
+        ] {
+            let p = creds.path().join(file);
+            std::fs::write(&p, text).unwrap();
+            std::env::set_var(env, &p);
+        }
 
         // The Python charm's cluster: started by its start hook, token in
         // leadership data.
@@ -152,6 +161,7 @@ impl TlsCluster {
             tls,
             peers,
             eps,
+            creds,
         }
     }
 
@@ -187,6 +197,19 @@ impl TlsCluster {
         c.refresh();
         c.wait_healthy();
         c
+    }
+
+    /// One key's value read over TLS with the client pair from `eps`
+    /// (comma-joined), None if absent; panics if etcdctl fails.
+    pub fn get(&self, eps: &str, key: &str) -> Option<String> {
+        let out = etcdctl(eps, &["get", key, "--print-value-only"]);
+        assert!(
+            out.status.success(),
+            "etcdctl get {key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+        (!v.is_empty()).then_some(v)
     }
 
     /// The https client URLs, comma-joined (for the etcdctl helpers).
