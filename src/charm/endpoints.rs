@@ -3,9 +3,8 @@
 //! say what they wait for.
 //!
 //! - `proxy` (etcd-proxy): every unit publishes `cluster` (`name=peerURL,…`
-//!   of the started voters) and, when it serves TLS, `client_cert`,
-//!   `client_key` and `client_ca` (the same files on every unit), as the
-//!   Python charm did.
+//!   of the started voters), as the Python charm did; `client_cert`,
+//!   `client_key` and `client_ca` follow once TLS is managed.
 //! - `certificates` (tls-certificates): while related, the active status
 //!   says that TLS from it is not applied yet and etcd serves plain http.
 //!
@@ -69,8 +68,7 @@ pub fn observe(
     Ok(e)
 }
 
-/// `cluster` (and over TLS the client pair and CA) on every proxy relation,
-/// the keys that changed only; the TLS note.
+/// `cluster` on every proxy relation where it changed; the TLS note.
 pub fn plan(o: &Observed, p: &mut Plan) {
     if o.endpoints.certificates {
         p.notes.push(TLS_PENDING.into());
@@ -88,6 +86,8 @@ pub fn plan(o: &Observed, p: &mut Plan) {
     if cluster.is_empty() {
         return;
     }
+    // Over TLS also the client pair and CA (the same files on every unit);
+    // only the keys that changed are set.
     let mut want = Databag::new();
     want.insert("cluster".into(), cluster);
     if let Some(t) = &o.tls {
@@ -149,20 +149,6 @@ mod tests {
         let mut p = Plan::default();
         plan(&o, &mut p);
         assert!(p.steps.is_empty(), "{:?}", p.steps);
-    }
-
-    #[test]
-    fn nothing_is_published_without_a_cluster_with_a_leader() {
-        let mut o = fresh(false);
-        o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
-        let mut p = Plan::default();
-        plan(&o, &mut p);
-        assert!(p.steps.is_empty());
-        let mut v = view();
-        v.status.leader = 0;
-        o.cluster = Some(v);
-        plan(&o, &mut p);
-        assert!(p.steps.is_empty());
     }
 
     fn pair() -> crate::etcd::ClientTls {
@@ -258,6 +244,20 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn nothing_is_published_without_a_cluster_with_a_leader() {
+        let mut o = fresh(false);
+        o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert!(p.steps.is_empty());
+        let mut v = view();
+        v.status.leader = 0;
+        o.cluster = Some(v);
+        plan(&o, &mut p);
+        assert!(p.steps.is_empty());
     }
 
     #[test]
