@@ -175,15 +175,16 @@ impl TlsCluster {
         );
     }
 
-    /// Runs update-status until every unit is active and healthy.
-    pub fn wait_healthy(&self) {
+    /// Runs update-status until every unit is active and healthy (notes
+    /// may follow the health); returns the units' workload statuses.
+    pub fn wait_healthy(&self) -> Vec<(String, String, String)> {
         let n = self.up.units.len();
         let want = format!("Healthy with {n} known peers");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let w = self.up.m.workloads();
-            if w.iter().all(|(_, s, m)| s == "active" && *m == want) {
-                return;
+            if w.iter().all(|(_, s, m)| s == "active" && m.starts_with(&want)) {
+                return w;
             }
             assert!(Instant::now() < deadline, "units never all healthy: {w:?}");
             self.up.m.ok(&["update-status"]);
