@@ -18,6 +18,12 @@ pub(super) fn plan_clients(o: &Observed, c: &CharmConfig, p: &mut Plan) {
     if o.local_ids().is_some() {
         urls.push(client_url(o, c));
     }
+    // Beside the client pair, https only: a peer still on http while the
+    // cluster moves to TLS is left out until it serves https (clients such
+    // as kube-apiserver use the list verbatim).
+    if o.tls.is_some() {
+        urls.retain(|u| u.starts_with("https://"));
+    }
     urls.sort();
     let mut want = Databag::new();
     want.insert("connection_string".into(), urls.join(","));
@@ -116,6 +122,27 @@ mod tests {
         assert_eq!(b["client_cert"], "CLIENT CERT PEM");
         assert_eq!(b["client_key"], "CLIENT KEY PEM");
         assert_eq!(b["client_ca"], "CA PEM");
+    }
+
+    #[test]
+    fn over_tls_a_peer_still_on_http_is_left_out_until_it_serves_https() {
+        let mut o = unit("etcd/0", "10.0.0.10");
+        o.peers
+            .get_mut("etcd/2")
+            .unwrap()
+            .insert("client-url".into(), "http://10.0.0.9:2379".into());
+        assert_eq!(
+            published(&o)["connection_string"],
+            "https://10.0.0.10:2379,https://[fd00::2]:2379"
+        );
+        // Without TLS nothing is filtered (and no pair is published).
+        o.tls = None;
+        let b = published(&o);
+        assert!(
+            b["connection_string"].contains("http://10.0.0.9:2379"),
+            "{b:?}"
+        );
+        assert!(!b.contains_key("client_key"), "{b:?}");
     }
 
     #[test]

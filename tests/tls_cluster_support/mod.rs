@@ -183,7 +183,9 @@ impl TlsCluster {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let w = self.up.m.workloads();
-            if w.iter().all(|(_, s, m)| s == "active" && m.starts_with(&want)) {
+            if w.iter()
+                .all(|(_, s, m)| s == "active" && m.starts_with(&want))
+            {
                 return w;
             }
             assert!(Instant::now() < deadline, "units never all healthy: {w:?}");
