@@ -241,6 +241,34 @@ pub fn with_tls(opts: ConnectOptions, tls: Option<&ClientTls>) -> ConnectOptions
 /// A client on `eps`, each RPC bounded by `timeout`; https when `eps`
 /// carries client TLS (or the process-wide pair applies, see [`tls_for`]).
 pub async fn connect_with(eps: &Endpoints, timeout: Duration) -> Result<Client> {
+    // A cluster moving to TLS lists http and https members; etcd-client
+    // takes TLS options with https URLs only: the https members first,
+    // then the plain ones.
+    let https: Vec<String> = eps
+        .urls
+        .iter()
+        .filter(|u| u.starts_with("https://"))
+        .cloned()
+        .collect();
+    if !https.is_empty() && https.len() < eps.urls.len() {
+        let tls = tls_for(eps);
+        let secure = Endpoints::new(https, tls);
+        match connect_one(&secure, timeout).await {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::debug!("{e}; trying the plain members"),
+        }
+        let plain: Vec<String> = eps
+            .urls
+            .iter()
+            .filter(|u| !u.starts_with("https://"))
+            .cloned()
+            .collect();
+        return connect_one(&Endpoints::new(plain, None), timeout).await;
+    }
+    connect_one(eps, timeout).await
+}
+
+async fn connect_one(eps: &Endpoints, timeout: Duration) -> Result<Client> {
     let label = eps.label();
     let opts = ConnectOptions::new()
         .with_connect_timeout(timeout)

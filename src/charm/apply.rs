@@ -192,6 +192,7 @@ impl Applier<'_> {
             Step::Monitoring(m) => super::monitoring::apply(m, self.tools, self.paths)?,
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
+            Step::Tls(t) => super::certificates::apply(t, self.paths)?,
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
@@ -529,6 +530,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::TakeTurn { .. } => "take-turn",
         Step::ReleaseTurn => "release-turn",
         Step::Volume(_) => "volume",
+        Step::Tls(_) => "tls",
     }
 }
 

@@ -5,8 +5,8 @@
 //! - `proxy` (etcd-proxy): every unit publishes `cluster` (`name=peerURL,…`
 //!   of the started voters), as the Python charm did; `client_cert`,
 //!   `client_key` and `client_ca` follow once TLS is managed.
-//! - `certificates` (tls-certificates): while related, the active status
-//!   says that TLS from it is not applied yet and etcd serves plain http.
+//! - `certificates` (tls-certificates): only whether it is related; the
+//!   relation itself is certificates.rs's.
 //!
 //! Which endpoints have relations comes from the goal-state the monitoring
 //! endpoints read anyway, so these cost no call in a hook without them.
@@ -20,10 +20,6 @@ use std::collections::BTreeSet;
 
 pub const PROXY: &str = "proxy";
 pub const CERTIFICATES: &str = "certificates";
-
-/// What the active status adds while `certificates` is related.
-pub const TLS_PENDING: &str =
-    "certificates related: this revision does not apply TLS yet, etcd serves plain http";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoints {
@@ -68,11 +64,8 @@ pub fn observe(
     Ok(e)
 }
 
-/// `cluster` on every proxy relation where it changed; the TLS note.
+/// `cluster` on every proxy relation where it changed.
 pub fn plan(o: &Observed, p: &mut Plan) {
-    if o.endpoints.certificates {
-        p.notes.push(TLS_PENDING.into());
-    }
     let Some(view) = o.cluster.as_ref().filter(|v| v.status.leader != 0) else {
         return;
     };
@@ -261,13 +254,12 @@ mod tests {
     }
 
     #[test]
-    fn certificates_related_adds_the_tls_note() {
+    fn certificates_related_adds_no_note_of_its_own() {
+        // certificates.rs says what TLS waits for now.
         let mut o = fresh(false);
+        o.endpoints.certificates = true;
         let mut p = Plan::default();
         plan(&o, &mut p);
         assert!(p.notes.is_empty());
-        o.endpoints.certificates = true;
-        plan(&o, &mut p);
-        assert_eq!(p.notes, vec![TLS_PENDING.to_string()]);
     }
 }

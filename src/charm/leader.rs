@@ -81,6 +81,9 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
         .peers
         .iter()
         .filter(|(u, _)| Some(*u) != o.departing_unit.as_ref())
+        // A started member's unit whose peer URL is about to change (http
+        // to https, certificates.rs) is no joiner.
+        .filter(|(u, _)| !view.members.iter().any(|m| m.name == u.replace('/', "")))
         .filter_map(|(u, b)| {
             b.get("peer-url")
                 .map(|url| (u.replace('/', ""), url.clone()))

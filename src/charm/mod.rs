@@ -8,6 +8,7 @@ pub mod actions_ops;
 pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
+pub mod certificates;
 pub mod checks;
 mod clients;
 pub mod compat;

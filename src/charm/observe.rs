@@ -94,6 +94,8 @@ pub struct Observed {
     /// The key type of the server certificate the kept TLS serves with:
     /// `tls_cipher_suites` must fit it (interfaces.md §4).
     pub server_key: Option<crate::tls::cert::KeyType>,
+    /// The `certificates` relation and the files (certificates.rs).
+    pub certs: super::certificates::Certs,
 }
 
 impl Observed {
@@ -307,8 +309,13 @@ pub fn observe_with(
         .is_some_and(serves_https)
         .then(|| crate::tls::files::client_tls(paths))
         .flatten();
-    etcd::set_client_tls(tls.clone());
-    let server_key = tls.as_ref().and_then(|_| {
+    // Peers moving to TLS serve https before this unit does: the issued
+    // client pair reaches them (certificates.rs).
+    let files_tls = tls
+        .clone()
+        .or_else(|| super::certificates::files_client_tls(paths));
+    etcd::set_client_tls(files_tls.clone());
+    let server_key = files_tls.as_ref().and_then(|_| {
         let pem = std::fs::read_to_string(crate::tls::files::TlsPaths::new(paths).server_cert);
         crate::tls::cert::parse(&pem.ok()?).ok().map(|c| c.key_type)
     });
@@ -328,7 +335,9 @@ pub fn observe_with(
         && local
             .as_ref()
             .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
-    if let (Some(rel), false) = (&peer_relation, settled_voter && clients.is_empty()) {
+    // A bridged member moving to TLS needs its peers' stage (certificates.rs).
+    let skip_peers = settled_voter && clients.is_empty() && !super::certificates::bridging(found);
+    if let (Some(rel), false) = (&peer_relation, skip_peers) {
         let units = tolerate(
             mode,
             u,
@@ -408,7 +417,9 @@ pub fn observe_with(
         Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
         None => Vec::new(),
     };
+    let certs = super::certificates::observe(ctx, tools, paths, mode, u, &monitoring.related)?;
     let observed = Observed {
+        certs,
         storage,
         event: ctx.event.clone(),
         unit: ctx.unit_name.clone(),

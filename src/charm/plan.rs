@@ -20,6 +20,7 @@
 //! - One membership change in flight at a time; adds look the member up by
 //!   peer URL first, so a lost add response is found, not repeated.
 
+use super::certificates as certs;
 use super::config::CharmConfig;
 use super::leader::{plan_leader, plan_stop};
 use super::observe::{LeaderData, Observed};
@@ -113,6 +114,8 @@ pub enum Step {
     ReleaseTurn,
     /// Prepares or releases the `data` storage volume (storage.rs).
     Volume(crate::storage::VolumeStep),
+    /// The `certificates` relation's steps (certificates.rs).
+    Tls(super::certificates::TlsStep),
 }
 
 impl std::fmt::Display for Step {
@@ -168,6 +171,7 @@ impl std::fmt::Display for Step {
                 write!(f, "give back the rolling turn once every voter is healthy")
             }
             Step::Volume(v) => write!(f, "{v}"),
+            Step::Tls(t) => write!(f, "{t}"),
         }
     }
 }
@@ -213,17 +217,17 @@ pub fn scheme(o: &Observed) -> &'static str {
 }
 
 pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(scheme(o), &o.address, c.management_port)
+    crate::addr::url(certs::peer_scheme(o), &o.address, c.management_port)
 }
 
 pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(scheme(o), &o.client_address, c.port)
+    crate::addr::url(certs::client_scheme(o), &o.client_address, c.port)
 }
 
 /// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
 /// Python charm wrote, where it wrote them (paths as etcd sees them).
 fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
-    o.tls.as_ref()?;
+    (certs::stage(o) != certs::Stage::Plain).then_some(())?;
     let f = crate::tls::files::TlsPaths::new(paths);
     let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
     Some(EtcdTls {
@@ -282,8 +286,8 @@ pub fn desired_config(
     let client = client_url(o, c);
     let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
         (
-            crate::addr::url(scheme(o), "0.0.0.0", c.management_port),
-            crate::addr::url(scheme(o), "0.0.0.0", c.port),
+            crate::addr::url(certs::peer_scheme(o), "0.0.0.0", c.management_port),
+            crate::addr::url(certs::client_scheme(o), "0.0.0.0", c.port),
         )
     } else {
         (peer.clone(), client.clone())
@@ -624,6 +628,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             plan_leader(o, &c, view, &mut p);
         }
     }
+    certs::plan(o, &c, &mut p);
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
         super::clients::plan_clients(o, &c, &mut p);
         super::endpoints::plan(o, &mut p);

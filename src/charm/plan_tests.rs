@@ -71,6 +71,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         goal_units: None,
         endpoints: Default::default(),
         server_key: None,
+        certs: Default::default(),
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,

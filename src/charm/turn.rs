@@ -88,7 +88,10 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     let take = p.steps[..down]
         .iter()
         .position(|s| match s {
-            Step::WriteConfig { .. } => true,
+            // A peer URL moved to https cuts the member off until it
+            // restarts with https listeners (certificates.rs): in the turn.
+            Step::WriteConfig { .. } | Step::UpdatePeerUrl { .. } => true,
+            Step::Tls(crate::charm::certificates::TlsStep::MoveLeader { .. }) => true,
             Step::Migrate(m) => m.before_stop(),
             _ => false,
         })
@@ -118,7 +121,12 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
 impl Applier<'_> {
     fn turn_member(&self) -> Option<(String, u64)> {
         let o = self.observed;
-        let ep = o.config.as_ref().ok().map(|c| plan::client_url(o, c))?;
+        // The URL the member answers on now (a move to TLS changes the
+        // planned one before the restart; a bridged member serves both).
+        let ep = match &o.local {
+            Some(v) => v.endpoint.clone(),
+            None => o.config.as_ref().ok().map(|c| plan::client_url(o, c))?,
+        };
         Some((ep, member_id(o)?))
     }
 

@@ -112,11 +112,38 @@ pub fn use_tls(ca: &str, cert: &str, key: &str) {
     let _ = TLS.set((ca.into(), cert.into(), key.into()));
 }
 
+/// Set by a test whose cluster moves from http to https while it writes:
+/// an `http://` endpoint is then tried over https first (with the pair of
+/// [`use_tls`]), and over plain http while that fails.
+static FOLLOW_HTTPS: AtomicBool = AtomicBool::new(false);
+
+/// See [`FOLLOW_HTTPS`].
+pub fn follow_https() {
+    FOLLOW_HTTPS.store(true, Ordering::SeqCst);
+}
+
 async fn connect(endpoint: &str, timeout: Duration) -> Option<Client> {
+    if let (true, Some(_), Some(rest)) = (
+        FOLLOW_HTTPS.load(Ordering::SeqCst),
+        TLS.get(),
+        endpoint.strip_prefix("http://"),
+    ) {
+        let secure = format!("https://{rest}");
+        if let Some(mut c) = connect_as(&secure, timeout, true).await {
+            if matches!(tokio::time::timeout(timeout, c.status()).await, Ok(Ok(_))) {
+                return Some(c);
+            }
+        }
+        return connect_as(endpoint, timeout, false).await;
+    }
+    connect_as(endpoint, timeout, true).await
+}
+
+async fn connect_as(endpoint: &str, timeout: Duration, with_tls: bool) -> Option<Client> {
     let mut opts = ConnectOptions::new()
         .with_connect_timeout(timeout)
         .with_timeout(timeout);
-    if let Some((ca, cert, key)) = TLS.get() {
+    if let Some((ca, cert, key)) = TLS.get().filter(|_| with_tls) {
         use etcd_client::{Certificate, Identity, TlsOptions};
         opts = opts.with_tls(
             TlsOptions::new()

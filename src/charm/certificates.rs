@@ -1,0 +1,664 @@
+//! The `certificates` relation (tls-certificates, both generations) and the
+//! move of a running cluster from plain http to TLS.
+//!
+//! Observe reads what the provider published, parsed at once (keys only in
+//! redacting types), and what is on disk. The plan (pure) publishes our
+//! request, writes the issued files and decides this unit's [`Stage`]; the
+//! rest of the plan renders etcd.conf.yml from the stage, and the rolling
+//! turns take each member down alone.
+//!
+//! # Expected flow (a plain running cluster gets `certificates`)
+//! 1. Every unit publishes a legacy request (one server certificate, SANs
+//!    from `tls::sans`) and, while the protocol is unknown, a v4 CSR for its
+//!    own RSA 2048 key (kept in SNAP_COMMON, 0600).
+//! 2. Issued: the five files are written (keys 0600). Nothing restarts.
+//! 3. [`Stage::Bridge`], one member at a time (turn): etcd restarts with
+//!    both transport sections and every URL still http: its peer client now
+//!    dials https peers with our certificate. The unit then says `tls:
+//!    bridge` in its peer databag. (Serving https and http on one client
+//!    port is no bridge in etcd 3.4: its gRPC server for plain connections
+//!    is the TLS one — a captured variable — and handshakes hang at random.)
+//! 4. Once every member is bridged (peer databags) or on https peers,
+//!    [`Stage::Full`], one member at a time (turn): raft leadership off it,
+//!    `member update` of its peer URL to https, restart with https only.
+//!
+//! # Guarantees
+//! - A peer always reaches every other one: a bridged member dials http and
+//!   https peers; no member serves https peers before all are bridged.
+//! - Renewal (a new leaf from the same CA) is files only: etcd reads the
+//!   pair on each handshake.
+//! - The client pair is one pair for every unit: the legacy provider's
+//!   shared `client.cert`/`client.key`; under v4, the leader's leaf (v4
+//!   leaves carry no EKU), shared in leadership data as the Python charm
+//!   shared its client pair.
+//!
+//! # Caveats
+//! - A new CA on a unit that serves TLS is not written (the running CA pool
+//!   would refuse new leaves): the status says so; the rotation is to come.
+
+use super::config::CharmConfig;
+use super::observe::{tolerate, Mode, Observed};
+use super::plan::{Plan, Step};
+use crate::context::HookContext;
+use crate::error::Result;
+use crate::hooktools::{Databag, HookTools, StatusKind};
+use crate::paths::Paths;
+use crate::tls::{self, legacy, v4, Pair, Protocol};
+use std::collections::BTreeSet;
+use tracing::info;
+
+pub const ENDPOINT: &str = "certificates";
+/// `certificate_name` of our legacy request.
+const CERT_NAME: &str = "etcd";
+/// The legacy client certificate request's common name.
+const CLIENT_CN: &str = "etcd-client";
+/// Our v4 key and CSR, in SNAP_COMMON beside the certificates.
+const V4_KEY: &str = "etcd-charm-request.key";
+const V4_CSR: &str = "etcd-charm-request.csr";
+
+/// A private key's PEM; never printed.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<redacted>")
+    }
+}
+
+/// Our v4 key and its CSR as kept on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub csr: String,
+    pub key: Secret,
+}
+
+/// What the provider issued for this unit (parsed; keys redacted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offer {
+    pub ca: Option<String>,
+    pub server: Option<Pair>,
+    pub client: Option<Pair>,
+}
+
+/// The certificate texts in SNAP_COMMON (no keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OnDiskPems {
+    pub ca: Option<String>,
+    pub server: Option<String>,
+    pub client: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Certs {
+    /// `certificates:N` while related.
+    pub relation: Option<String>,
+    /// The provider application's name.
+    pub provider: Option<String>,
+    /// Our unit's databag in that relation.
+    pub own: Databag,
+    pub protocol: Option<Protocol>,
+    pub offer: Offer,
+    /// A provider message that did not parse.
+    pub problem: Option<String>,
+    pub pending: Option<Pending>,
+    pub disk: OnDiskPems,
+    /// The five files are there and consistent (`files::OnDisk::complete`).
+    pub files_complete: bool,
+    pub hostname: String,
+}
+
+fn read(p: std::path::PathBuf) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+}
+
+/// The files alone (no hook tool): for setting the process-wide client
+/// pair before observe reaches any https member.
+pub fn files_client_tls(paths: &Paths) -> Option<crate::etcd::ClientTls> {
+    tls::files::client_tls(paths)
+}
+
+/// Reads the relation (only when goal-state says it exists) and the files.
+pub fn observe(
+    ctx: &HookContext,
+    tools: &HookTools,
+    paths: &Paths,
+    mode: Mode,
+    unread: &mut Vec<String>,
+    related: &BTreeSet<String>,
+) -> Result<Certs> {
+    let f = tls::files::TlsPaths::new(paths);
+    let mut c = Certs {
+        disk: OnDiskPems {
+            ca: read(f.ca.clone()),
+            server: read(f.server_cert.clone()),
+            client: read(f.client_cert.clone()),
+        },
+        files_complete: tls::files::read(paths).complete(),
+        hostname: read("/proc/sys/kernel/hostname".into())
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    let common = paths.common_dir();
+    if let (Some(csr), Some(key)) = (read(common.join(V4_CSR)), read(common.join(V4_KEY))) {
+        c.pending = Some(Pending {
+            csr,
+            key: Secret(key),
+        });
+    }
+    if !related.contains(ENDPOINT) {
+        return Ok(c);
+    }
+    let ids = tolerate(
+        mode,
+        unread,
+        "the certificates relations (relation-ids certificates)",
+        || tools.relation_ids(ENDPOINT),
+        Vec::new,
+    )?;
+    let Some(rel) = ids.into_iter().next() else {
+        return Ok(c);
+    };
+    c.own = tolerate(
+        mode,
+        unread,
+        &format!("this unit's databag in {rel} (relation-get)"),
+        || tools.relation_get(&rel, &ctx.unit_name),
+        Databag::new,
+    )?;
+    let units = tolerate(
+        mode,
+        unread,
+        &format!("the provider units of {rel} (relation-list)"),
+        || tools.relation_list(&rel),
+        Vec::new,
+    )?;
+    let mut bags = Vec::new();
+    for u in &units {
+        bags.push(tolerate(
+            mode,
+            unread,
+            &format!("{u}'s databag in {rel} (relation-get)"),
+            || tools.relation_get(&rel, u),
+            Databag::new,
+        )?);
+    }
+    let app_name = units
+        .first()
+        .and_then(|u| u.split('/').next())
+        .map(str::to_string);
+    let app = match &app_name {
+        Some(a) => tolerate(
+            mode,
+            unread,
+            &format!("{a}'s app databag in {rel} (relation-get --app)"),
+            || tools.relation_get_app(&rel, a),
+            Databag::new,
+        )?,
+        None => Databag::new(),
+    };
+    c.protocol = tls::protocol_of(&app, &bags);
+    match c.protocol {
+        Some(Protocol::Legacy) => {
+            info!(
+                "certificates: {} speaks the legacy (reactive) protocol",
+                app_name.as_deref().unwrap_or("the provider")
+            );
+            // The unit that answered for us (easyrsa has one unit).
+            for b in &bags {
+                match legacy::parse_provider(&ctx.unit_name, b) {
+                    Ok(i) if i.ca.is_some() => {
+                        c.offer = Offer {
+                            ca: i.ca,
+                            server: i.server,
+                            client: i.client,
+                        };
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => c.problem = Some(e.to_string()),
+                }
+            }
+        }
+        Some(Protocol::V4) => {
+            info!(
+                "certificates: {} speaks the v4 library's protocol",
+                app_name.as_deref().unwrap_or("the provider")
+            );
+            match v4::parse_certificates(&app) {
+                Ok(all) => {
+                    if let Some(p) = &c.pending {
+                        if let Some(a) = v4::answer_for(&all, &p.csr).filter(|a| !a.is_revoked()) {
+                            c.offer.ca = Some(a.ca.clone());
+                            c.offer.server = Some(Pair {
+                                cert: a.certificate.clone(),
+                                key: p.key.0.clone(),
+                            });
+                        }
+                    }
+                }
+                Err(e) => c.problem = Some(e.to_string()),
+            }
+        }
+        None => info!(
+            "certificates: the provider has published nothing yet; requesting in both protocols"
+        ),
+    }
+    c.relation = Some(rel);
+    c.provider = app_name;
+    Ok(c)
+}
+
+/// How far this unit is on the way to TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    Plain,
+    /// Both transport sections; every URL still http.
+    Bridge,
+    /// https only.
+    Full,
+}
+
+/// What etcd.conf.yml on disk serves now.
+fn current(o: &Observed) -> Stage {
+    let Some(found) = o.disk.found_config() else {
+        return Stage::Plain;
+    };
+    if super::observe::serves_https(found) {
+        Stage::Full
+    } else if bridging(Some(found)) {
+        Stage::Bridge
+    } else {
+        Stage::Plain
+    }
+}
+
+/// etcd.conf.yml carries the peer transport section with plain URLs: a
+/// bridged member (observe then reads the peers' databags for theirs).
+pub fn bridging(found: Option<&crate::layout::FoundConfig>) -> bool {
+    found.is_some_and(|f| {
+        f.raw
+            .get("peer-transport-security")
+            .is_some_and(|v| v.contains("cert-file"))
+            && !super::observe::serves_https(f)
+    })
+}
+
+/// This unit's peer databag key saying how far its running member is.
+pub const STAGE_KEY: &str = "tls";
+
+fn label(s: Stage) -> &'static str {
+    match s {
+        Stage::Plain => "",
+        Stage::Bridge => "bridge",
+        Stage::Full => "full",
+    }
+}
+
+/// Every member of the cluster this unit sees is bridged or on https
+/// peers: its unit says so, or its peer URL does.
+fn all_bridged(o: &Observed) -> bool {
+    let view = o
+        .local
+        .as_ref()
+        .filter(|v| !v.status.is_learner)
+        .or(o.cluster.as_ref());
+    view.is_some_and(|v| {
+        !v.members.is_empty()
+            && v.members.iter().all(|m| {
+                m.peer_urls.iter().any(|u| u.starts_with("https://"))
+                    || (m.name == o.member_name && current(o) == Stage::Bridge)
+                    || o.peers.iter().any(|(u, b)| {
+                        u.replace('/', "") == m.name
+                            && b.get(STAGE_KEY)
+                                .is_some_and(|s| s == "bridge" || s == "full")
+                    })
+            })
+    })
+}
+
+/// No member of a cluster this unit could join serves http peers.
+fn no_plain_peer(o: &Observed) -> bool {
+    match &o.cluster {
+        Some(v) => v
+            .members
+            .iter()
+            .all(|m| m.peer_urls.iter().all(|u| u.starts_with("https://"))),
+        None => !o
+            .peers
+            .values()
+            .any(|b| b.get("peer-url").is_some_and(|u| u.starts_with("http://"))),
+    }
+}
+
+/// This unit's stage, from the files, etcd.conf.yml and the member list.
+pub fn stage(o: &Observed) -> Stage {
+    if o.tls.is_none() && !o.certs.files_complete {
+        return Stage::Plain;
+    }
+    match current(o) {
+        Stage::Full => Stage::Full,
+        Stage::Bridge if all_bridged(o) => Stage::Full,
+        Stage::Bridge => Stage::Bridge,
+        Stage::Plain if o.local_ids().is_some() => Stage::Bridge,
+        Stage::Plain if no_plain_peer(o) => Stage::Full,
+        Stage::Plain => Stage::Plain,
+    }
+}
+
+pub fn peer_scheme(o: &Observed) -> &'static str {
+    if stage(o) == Stage::Full {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// Clients follow the peers: https only once the member is.
+pub fn client_scheme(o: &Observed) -> &'static str {
+    peer_scheme(o)
+}
+
+/// What this plan adds for `certificates` (apply's half is [`apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsStep {
+    /// Our v4 request: a key (kept if there is one) and a CSR for these names.
+    NewCsr {
+        common_name: String,
+        sans: Vec<String>,
+    },
+    /// The five files, as issued.
+    WriteFiles(Box<tls::files::Material>),
+    /// Raft leadership to `to` before this member's peer URL changes.
+    MoveLeader { from_endpoint: String, to: u64 },
+}
+
+impl std::fmt::Display for TlsStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsStep::NewCsr { common_name, sans } => write!(
+                f,
+                "make this unit's v4 certificate request (CN {common_name}, {} SANs; key kept in SNAP_COMMON)",
+                sans.len()
+            ),
+            TlsStep::WriteFiles(_) => {
+                write!(f, "write ca.crt, server.crt/.key, client.crt/.key as issued")
+            }
+            TlsStep::MoveLeader { to, .. } => {
+                write!(f, "move raft leadership to member {to:x} before the TLS restart")
+            }
+        }
+    }
+}
+
+/// The names our server certificate must carry.
+fn names(o: &Observed) -> (String, Vec<String>) {
+    let sans = tls::sans::unit_sans(
+        [o.address.as_str(), o.client_address.as_str()],
+        &o.certs.hostname,
+    );
+    (tls::sans::common_name(&o.client_address, &sans), sans)
+}
+
+/// The request, the files, the leadership move; notes for the status.
+pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
+    let certs = &o.certs;
+    let Some(rel) = &certs.relation else {
+        return;
+    };
+    let (cn, sans) = names(o);
+    let mut want = Databag::new();
+    if certs.protocol != Some(Protocol::V4) {
+        want.extend(
+            legacy::Request {
+                unit_name: o.unit.clone(),
+                common_name: cn.clone(),
+                sans: sans.clone(),
+                certificate_name: CERT_NAME.into(),
+                cert_requests: Default::default(),
+                client_cert_requests: [(CLIENT_CN.to_string(), Vec::new())].into(),
+            }
+            .to_databag(),
+        );
+    }
+    if certs.protocol != Some(Protocol::Legacy) {
+        match &certs.pending {
+            Some(pd) if csr_fits(&pd.csr, &cn, &sans) => {
+                want.insert(
+                    "certificate_signing_requests".into(),
+                    v4::requests_value(std::slice::from_ref(&pd.csr)),
+                );
+            }
+            _ => p.steps.push(Step::Tls(TlsStep::NewCsr {
+                common_name: cn.clone(),
+                sans: sans.clone(),
+            })),
+        }
+    }
+    let changed: Databag = want
+        .into_iter()
+        .filter(|(k, v)| certs.own.get(k) != Some(v))
+        .collect();
+    if !changed.is_empty() {
+        p.steps.push(Step::PublishClient {
+            relation: rel.clone(),
+            data: changed,
+        });
+    }
+    if let Some(e) = &certs.problem {
+        p.status.push((
+            StatusKind::Blocked,
+            format!("certificates: the provider's data is not understood: {e}"),
+        ));
+        return;
+    }
+    let stage = stage(o);
+    share_client(o, p);
+    match material(o) {
+        None => p.notes.push(waiting_note(o)),
+        Some(m) if differs(&certs.disk, &m) => {
+            let new_ca = certs
+                .disk
+                .ca
+                .as_deref()
+                .is_some_and(|ca| ca.trim() != m.ca.trim());
+            if new_ca && current(o) != Stage::Plain {
+                p.status.push((
+                    StatusKind::Blocked,
+                    "certificates: the provider's CA changed; this revision does not rotate a CA on a running TLS cluster yet (the old certificates stay in use)".into(),
+                ));
+            } else {
+                p.steps.push(Step::Tls(TlsStep::WriteFiles(Box::new(m))));
+            }
+        }
+        Some(_) => {}
+    }
+    if stage == Stage::Bridge {
+        p.notes
+            .push("moving to TLS: waiting for every member to be ready for https peers".into());
+    }
+    // Peers learn how far this member is once it runs that config.
+    let now = label(current(o));
+    if o.local.is_some()
+        && o.peer_relation.is_some()
+        && o.own_bag.get(STAGE_KEY).map_or("", |s| s) != now
+    {
+        p.steps.push(Step::Publish(
+            [(STAGE_KEY.to_string(), now.to_string())].into(),
+        ));
+    }
+    move_leader_first(o, stage, p);
+}
+
+/// A CSR asks for exactly these names.
+fn csr_fits(csr: &str, cn: &str, sans: &[String]) -> bool {
+    match tls::key::csr_names(csr) {
+        Ok((got_cn, mut got)) => {
+            got.sort();
+            let mut want = sans.to_vec();
+            want.sort();
+            got_cn.as_deref() == Some(cn) && got == want
+        }
+        Err(_) => false,
+    }
+}
+
+fn waiting_note(o: &Observed) -> String {
+    let who = o.certs.provider.as_deref().unwrap_or("the provider");
+    match o.certs.protocol {
+        Some(Protocol::V4) if o.certs.offer.server.is_some() => {
+            format!("TLS: {who} (v4) issued; waiting for the leader's shared client pair")
+        }
+        Some(p) => format!("TLS: requested from {who} ({p:?}), waiting for certificates"),
+        None => format!("TLS: requested from {who}, waiting for it to answer"),
+    }
+}
+
+/// Leadership data keys of the v4 client pair the leader shares.
+pub const CLIENT_CERT_KEY: &str = "tls-client-cert";
+pub const CLIENT_KEY_KEY: &str = "tls-client-key";
+
+/// The v4 client pair in leadership data, if the current CA signed it.
+fn shared_client(o: &Observed, ca: &str) -> Option<Pair> {
+    let cert = o.leader.get(CLIENT_CERT_KEY)?;
+    let key = o.leader.get(CLIENT_KEY_KEY)?;
+    tls::cert::signed_by(cert, ca).ok()?.then(|| Pair {
+        cert: cert.to_string(),
+        key: key.to_string(),
+    })
+}
+
+/// v4 leaves carry no extended key usage, so the leader's leaf serves as
+/// the one client pair: shared through leadership data, as the Python
+/// charm shared its client pair. Set when missing or from another CA.
+fn share_client(o: &Observed, p: &mut Plan) {
+    let off = &o.certs.offer;
+    let (Some(ca), Some(server)) = (&off.ca, &off.server) else {
+        return;
+    };
+    if o.is_leader && o.certs.protocol == Some(Protocol::V4) && shared_client(o, ca).is_none() {
+        p.steps.push(Step::SetLeaderData(
+            [
+                (CLIENT_CERT_KEY.to_string(), server.cert.clone()),
+                (CLIENT_KEY_KEY.to_string(), server.key.clone()),
+            ]
+            .into(),
+        ));
+    }
+}
+
+/// Everything the files need, when the provider has issued all of it.
+fn material(o: &Observed) -> Option<tls::files::Material> {
+    let off = &o.certs.offer;
+    let ca = off.ca.clone()?;
+    let client = match o.certs.protocol {
+        Some(Protocol::V4) => shared_client(o, &ca)?,
+        _ => off.client.clone()?,
+    };
+    Some(tls::files::Material {
+        ca,
+        server: off.server.clone()?,
+        client,
+    })
+}
+
+fn differs(d: &OnDiskPems, m: &tls::files::Material) -> bool {
+    let same =
+        |have: &Option<String>, want: &str| have.as_deref().map(str::trim) == Some(want.trim());
+    !(same(&d.ca, &m.ca) && same(&d.server, &m.server.cert) && same(&d.client, &m.client.cert))
+}
+
+/// Before this member's peer URL moves to https (Bridge → Full), raft
+/// leadership goes to another started voter; inside the turn.
+fn move_leader_first(o: &Observed, stage: Stage, p: &mut Plan) {
+    if stage != Stage::Full || current(o) != Stage::Bridge {
+        return;
+    }
+    let Some(at) = p
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::UpdatePeerUrl { .. }))
+    else {
+        return;
+    };
+    let Some(v) = o.local.as_ref() else {
+        return;
+    };
+    if v.status.leader != v.status.member_id {
+        return;
+    }
+    let to = v
+        .members
+        .iter()
+        .find(|m| m.id != v.status.member_id && !m.is_learner && !m.name.is_empty());
+    if let Some(to) = to {
+        p.steps.insert(
+            at,
+            Step::Tls(TlsStep::MoveLeader {
+                from_endpoint: v.endpoint.clone(),
+                to: to.id,
+            }),
+        );
+    }
+}
+
+/// Apply's half: the only code here that writes or talks to etcd.
+pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
+    let io = |what: &std::path::Path, e: std::io::Error| {
+        crate::error::Error::Other(format!("{}: {e}", what.display()))
+    };
+    let tls_err = |e: tls::TlsError| crate::error::Error::Other(e.to_string());
+    match step {
+        TlsStep::NewCsr { common_name, sans } => {
+            let common = paths.common_dir();
+            std::fs::create_dir_all(&common).map_err(|e| io(&common, e))?;
+            let key_path = common.join(V4_KEY);
+            let key = match read(key_path.clone()).map(|k| tls::key::PrivateKey::from_pem(&k)) {
+                Some(Ok(k)) => k,
+                _ => {
+                    let k = tls::key::generate(tls::key::KeyAlg::Rsa2048).map_err(tls_err)?;
+                    crate::durable::write_atomic_private(&key_path, k.pem().as_bytes())
+                        .map_err(|e| io(&key_path, e))?;
+                    k
+                }
+            };
+            let csr = tls::key::csr(&key, common_name, sans).map_err(tls_err)?;
+            let csr_path = common.join(V4_CSR);
+            crate::durable::write_atomic(&csr_path, csr.as_bytes())
+                .map_err(|e| io(&csr_path, e))?;
+            info!(
+                "made this unit's v4 certificate request ({} SANs)",
+                sans.len()
+            );
+        }
+        TlsStep::WriteFiles(m) => {
+            tls::files::write(paths, m).map_err(tls_err)?;
+            info!(
+                "wrote the issued certificates to {}",
+                paths.common_dir().display()
+            );
+        }
+        TlsStep::MoveLeader { from_endpoint, to } => {
+            // Leadership may have moved since observe (another unit's turn).
+            let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;
+            if s.leader != s.member_id {
+                info!("raft leadership is already on {:x}", s.leader);
+                return Ok(());
+            }
+            info!("moving raft leadership to {to:x} before the TLS restart");
+            if let Err(e) = crate::etcd::block_on::<(), crate::etcd::EtcdError>(
+                crate::etcd::move_leader(from_endpoint.as_str(), *to),
+            ) {
+                info!("raft leadership not moved ({e}); restarting anyway (etcd hands it over on stop)");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "certificates_tests.rs"]
+mod tests;

@@ -1,0 +1,264 @@
+//! Issue 11, items 1–3: a plain 3-unit cluster of this charm related to a
+//! stand-in CA (tests/charms/legacy-ca) moves to TLS while a writer runs:
+//! every member ends on https peer and client URLs with client-cert auth,
+//! the same cluster and member IDs, every key kept, no acknowledged write
+//! lost, never two members down; a client without a certificate is then
+//! refused. Renewal (a new leaf, same CA) rewrites the files and restarts
+//! nothing. The time from relating to all-https and the writer's figures
+//! are printed for the issue note.
+
+mod upgrade_support;
+mod writer_support;
+use upgrade_support::*;
+use writer_support::Writer;
+
+use etcd_charm::tls::files::TlsPaths;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 20;
+/// Generous bounds (2 shared cores): outcomes are asserted, not speed.
+const TRANSITION: Duration = Duration::from_secs(400);
+
+fn stand_in(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/charms")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn tls_paths(m: &Model, unit: &str) -> TlsPaths {
+    TlsPaths::new(&etcd_charm::paths::Paths::new(m.root(unit)))
+}
+
+fn conf(m: &Model, unit: &str) -> String {
+    let p = etcd_charm::paths::Paths::new(m.root(unit));
+    std::fs::read_to_string(p.config_file()).unwrap_or_default()
+}
+
+fn https(m: &Model, u: &str) -> String {
+    format!("https://{}:2379", m.address(u))
+}
+
+/// Member list as (id, peer URLs, client URLs), over https with the pair
+/// in ETCDCTL_* (set by the test), from `eps`.
+fn urls(eps: &str) -> Option<Vec<(String, String, String)>> {
+    let out = etcdctl(eps, &["member", "list"]);
+    if !out.status.success() {
+        return None;
+    }
+    let mut v: Vec<(String, String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(", ").collect();
+            (f[0].into(), f[3].into(), f[4].into())
+        })
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+/// The charm's ERROR lines (why a hook failed), for a failure message.
+fn charm_errors(m: &Model) -> String {
+    let log = std::fs::read_to_string(m.dir.join("juju-log.jsonl")).unwrap_or_default();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("\"ERROR\"")).collect();
+    errors[errors.len().saturating_sub(8)..].join("\n")
+}
+
+fn etcd_pid(m: &Model, unit: &str) -> Option<String> {
+    std::fs::read_to_string(m.root(unit).join("run/etcd-charm/etcd.etcd.pid"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[test]
+fn a_plain_cluster_related_to_a_legacy_ca_moves_to_tls_one_member_at_a_time() {
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    put_keys(&m.endpoints(), "before", KEYS);
+    let ids_before = members(&m.endpoints());
+    let cluster_before = m.cluster_id();
+    let plain: Vec<String> = units.iter().map(|u| m.endpoint(u)).collect();
+
+    writer_support::follow_https();
+    let w = Writer::start(&plain);
+    std::thread::sleep(Duration::from_secs(2));
+    m.ok(&["deploy", &stand_in("legacy-ca")]);
+    let related = Instant::now();
+    let f0 = tls_paths(&m, &units[0]);
+    let all_https = std::thread::scope(|s| {
+        let relate = s.spawn(|| {
+            let out = m.run(&["integrate", "etcd:certificates", "legacy-ca:certificates"]);
+            assert!(
+                out.status.success(),
+                "integrate: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                charm_errors(&m)
+            );
+        });
+        // The writer follows to https once the issued pair is on disk.
+        wait_until("the issued client pair on etcd/0", TRANSITION, || {
+            f0.client_key.exists() && f0.ca.exists() && f0.client_cert.exists()
+        });
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+        writer_support::use_tls(&read(&f0.ca), &read(&f0.client_cert), &read(&f0.client_key));
+        std::env::set_var("ETCDCTL_CACERT", &f0.ca);
+        std::env::set_var("ETCDCTL_CERT", &f0.client_cert);
+        std::env::set_var("ETCDCTL_KEY", &f0.client_key);
+        relate.join().unwrap();
+        let eps: Vec<String> = units.iter().map(|u| https(&m, u)).collect();
+        let eps = eps.join(",");
+        let deadline = Instant::now() + TRANSITION;
+        loop {
+            let done = urls(&eps).is_some_and(|v| {
+                v.len() == 3
+                    && v.iter()
+                        .all(|(_, p, c)| p.starts_with("https://") && c.starts_with("https://"))
+            });
+            if done {
+                break related.elapsed();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "members never all on https: {:?}\n{}",
+                urls(&eps),
+                tail(&String::from_utf8_lossy(&m.run(&["log"]).stdout), 60)
+            );
+            m.ok(&["update-status"]);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    // Let every unit settle on its final config (update-status re-runs).
+    let want = "Healthy with 3 known peers";
+    wait_until("every unit active and healthy on TLS", TRANSITION, || {
+        let w = m.workloads();
+        let ok = w.len() == 3
+            && w.iter()
+                .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
+        if !ok {
+            m.ok(&["update-status"]);
+        }
+        ok
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let r = w.finish(Duration::from_secs(60));
+    r.print("plain → TLS (legacy-ca) on 3 units");
+    eprintln!(
+        "relate → every member on https: {:.1} s",
+        all_https.as_secs_f64()
+    );
+
+    let eps: Vec<String> = units.iter().map(|u| https(&m, u)).collect();
+    let joined = eps.join(",");
+    assert_eq!(members(&joined), ids_before, "the same members, by ID");
+    for (u, ep) in units.iter().zip(&eps) {
+        assert_keys(ep, "before", KEYS);
+        let c = conf(&m, u);
+        assert!(c.contains("client-cert-auth: true"), "{u}: {c}");
+        // (initial-cluster keeps its http URLs: etcd ignores it on a WAL.)
+        let plain_urls = c
+            .lines()
+            .filter(|l| {
+                l.starts_with("listen-")
+                    || l.starts_with("advertise-")
+                    || l.starts_with("initial-advertise-")
+            })
+            .any(|l| l.contains("http://"));
+        assert!(!plain_urls, "{u} still serves plain http: {c}");
+        use std::os::unix::fs::PermissionsExt;
+        let f = tls_paths(&m, u);
+        for k in [&f.server_key, &f.client_key] {
+            let mode = std::fs::metadata(k).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", k.display());
+        }
+        assert_eq!(
+            std::fs::read_to_string(&f.client_cert).unwrap(),
+            std::fs::read_to_string(&f0.client_cert).unwrap(),
+            "{u} has another client pair"
+        );
+    }
+    assert_eq!(m.cluster_id(), cluster_before, "the same cluster");
+    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
+    assert!(
+        r.max_down <= 1,
+        "{} members were down at once ({:?})",
+        r.max_down,
+        r.max_down_at
+    );
+    assert!(r.acked > 0, "the writer never got a write through");
+
+    // A client without a certificate is refused, over https and http.
+    let no_cert = std::process::Command::new("etcdctl")
+        .env_remove("ETCDCTL_CERT")
+        .env_remove("ETCDCTL_KEY")
+        .env("ETCDCTL_CACERT", &f0.ca)
+        .args([
+            "--endpoints",
+            &eps[0],
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+        ])
+        .args(["get", "before/0"])
+        .output()
+        .unwrap();
+    assert!(
+        !no_cert.status.success(),
+        "a client without a certificate read a key"
+    );
+    let plain_get = std::process::Command::new("etcdctl")
+        .env_remove("ETCDCTL_CACERT")
+        .env_remove("ETCDCTL_CERT")
+        .env_remove("ETCDCTL_KEY")
+        .args([
+            "--endpoints",
+            &plain[0],
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+        ])
+        .args(["get", "before/0"])
+        .output()
+        .unwrap();
+    assert!(!plain_get.status.success(), "plain http still answers");
+
+    // Renewal: a new leaf from the same CA is files only, no restart.
+    let pids: Vec<Option<String>> = units.iter().map(|u| etcd_pid(&m, u)).collect();
+    let old_leaf = std::fs::read_to_string(&f0.server_cert).unwrap();
+    let ca_dir = m.root("legacy-ca/0").join("ca");
+    std::fs::remove_file(ca_dir.join("etcd_0.pair.crt")).unwrap();
+    let rid = m.ok(&[
+        "exec",
+        "legacy-ca/0",
+        "--",
+        "relation-ids",
+        "certificates",
+        "--format=json",
+    ]);
+    let rid: Vec<String> = serde_json::from_str(rid.trim()).unwrap();
+    let rid = rid[0].clone();
+    m.ok(&[
+        "exec",
+        "legacy-ca/0",
+        "--",
+        "env",
+        "JUJU_DISPATCH_PATH=hooks/certificates-relation-changed",
+        &format!("JUJU_RELATION_ID={rid}"),
+        "./dispatch",
+    ]);
+    wait_until("etcd/0's renewed leaf on disk", TRANSITION, || {
+        m.ok(&["update-status"]);
+        std::fs::read_to_string(&f0.server_cert).is_ok_and(|t| t != old_leaf)
+    });
+    m.ok(&["update-status"]);
+    for (u, before) in units.iter().zip(&pids) {
+        assert_eq!(
+            &etcd_pid(&m, u),
+            before,
+            "{u}'s etcd restarted for a renewal"
+        );
+    }
+    assert_keys(&eps[0], "before", KEYS);
+}
