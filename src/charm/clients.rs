@@ -88,6 +88,11 @@ mod tests {
                 bag(&[("client-url", &url), ("member-id", id)]),
             );
         }
+        // Its etcd.conf.yml serves https: the unit is on TLS.
+        let mut found = crate::layout::FoundConfig::default();
+        let own = crate::addr::url("https", ip, 2379);
+        found.raw.insert("advertise-client-urls".into(), own);
+        o.disk.config = Some(Ok(found));
         sees(&mut o, vec![member(0xaa, "etcd0", "10.0.0.10", false)]);
         o.clients = vec![("db:3".into(), Databag::new())];
         o
