@@ -194,7 +194,7 @@ fn every_action_on_three_units() {
     assert_eq!(r["output"].as_str().unwrap().lines().count(), 1, "{r}");
     assert_keys(&m.endpoint("etcd/1"), "act", 20);
 
-    // package-client-credentials: no TLS yet, and it says so.
+    // package-client-credentials: a plain unit has no credentials, and says so.
     let msg = action_fails(&m, "etcd/0", "package-client-credentials", &[]);
     assert!(msg.contains("TLS"), "{msg}");
     // The Python charm's actions this charm does not do yet answer so,

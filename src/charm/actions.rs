@@ -102,12 +102,7 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
         "alarm-disarm" => ops::alarm_disarm(&ctx),
         "compact" => ops::compact(&ctx),
         "defrag" => ops::defrag(&ctx),
-        "package-client-credentials" => Err(Error::Other(
-            "package-client-credentials: not packaged by this revision; on a unit serving TLS \
-             the db relation carries the client pair and CA (client_cert, client_key, \
-             client_ca), otherwise clients connect over plain http to its connection_string."
-                .into(),
-        )),
+        "package-client-credentials" => super::actions_creds::package(&ctx),
         "debug" => super::actions_debug::debug(&ctx),
         "restore" => super::actions_restore::restore(&ctx),
         // Declared with the Python charm's names so a runbook gets an

@@ -79,10 +79,22 @@ pub fn plan(o: &Observed, p: &mut Plan) {
     if cluster.is_empty() {
         return;
     }
+    // Over TLS also the client pair and CA (the same files on every unit);
+    // only the keys that changed are set.
+    let mut want = Databag::new();
+    want.insert("cluster".into(), cluster);
+    if let Some(t) = &o.tls {
+        want.insert("client_cert".into(), t.cert_pem.clone());
+        want.insert("client_key".into(), t.key_pem.clone());
+        want.insert("client_ca".into(), t.ca_pem.clone());
+    }
     for (rel, have) in &o.endpoints.proxies {
-        if have.get("cluster") != Some(&cluster) {
-            let mut data = Databag::new();
-            data.insert("cluster".into(), cluster.clone());
+        let data: Databag = want
+            .iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !data.is_empty() {
             p.steps.push(Step::PublishClient {
                 relation: rel.clone(),
                 data,
@@ -130,6 +142,101 @@ mod tests {
         let mut p = Plan::default();
         plan(&o, &mut p);
         assert!(p.steps.is_empty(), "{:?}", p.steps);
+    }
+
+    fn pair() -> crate::etcd::ClientTls {
+        crate::etcd::ClientTls {
+            ca_pem: "CA PEM".into(),
+            cert_pem: "CLIENT CERT PEM".into(),
+            key_pem: "CLIENT KEY PEM".into(),
+        }
+    }
+
+    /// The https view of the two voters, from the member `first` answering.
+    fn tls_view(first: u64) -> ClusterView {
+        let mut v = view();
+        for m in &mut v.members {
+            for u in m.peer_urls.iter_mut().chain(m.client_urls.iter_mut()) {
+                *u = u.replace("http://", "https://");
+            }
+        }
+        v.members.sort_by_key(|m| m.id != first);
+        v.status.member_id = first;
+        v
+    }
+
+    fn published(o: &Observed) -> Vec<Step> {
+        let mut p = Plan::default();
+        plan(o, &mut p);
+        p.steps
+    }
+
+    #[test]
+    fn over_tls_every_unit_gives_proxy_the_same_cluster_pair_and_ca() {
+        let mut units = Vec::new();
+        for (unit, first) in [("etcd/0", 1), ("etcd/1", 2)] {
+            let mut o = fresh(false);
+            o.unit = unit.into();
+            o.cluster = Some(tls_view(first));
+            o.tls = Some(pair());
+            o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
+            units.push(o);
+        }
+        let want: Databag = [
+            (
+                "cluster",
+                "etcd0=https://10.0.0.1:2380,etcd1=https://10.0.0.2:2380",
+            ),
+            ("client_cert", "CLIENT CERT PEM"),
+            ("client_key", "CLIENT KEY PEM"),
+            ("client_ca", "CA PEM"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for o in &units {
+            let steps = published(o);
+            assert_eq!(
+                steps,
+                vec![Step::PublishClient {
+                    relation: "proxy:7".into(),
+                    data: want.clone(),
+                }],
+                "{}",
+                o.unit
+            );
+            // What the log and the dry run print names keys, never values.
+            let shown = steps[0].to_string();
+            assert!(!shown.contains("PEM"), "{shown}");
+        }
+        // Published already: nothing; a renewed pair: only what changed.
+        let mut o = units.remove(0);
+        o.endpoints.proxies[0].1 = want.clone();
+        assert!(published(&o).is_empty());
+        o.tls.as_mut().unwrap().cert_pem = "RENEWED CERT PEM".into();
+        o.tls.as_mut().unwrap().key_pem = "RENEWED KEY PEM".into();
+        let steps = published(&o);
+        match &steps[..] {
+            [Step::PublishClient { data, .. }] => {
+                let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+                assert_eq!(keys, ["client_cert", "client_key"]);
+                assert_eq!(data["client_cert"], "RENEWED CERT PEM");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn without_tls_proxy_gets_no_credentials() {
+        let mut o = fresh(false);
+        o.cluster = Some(view());
+        o.endpoints.proxies = vec![("proxy:7".into(), Databag::new())];
+        match &published(&o)[..] {
+            [Step::PublishClient { data, .. }] => {
+                assert_eq!(data.keys().collect::<Vec<_>>(), ["cluster"]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

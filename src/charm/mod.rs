@@ -2,6 +2,7 @@
 //! while a pass made progress (bounded), then one status by priority.
 
 pub mod actions;
+pub mod actions_creds;
 pub mod actions_debug;
 pub mod actions_ops;
 pub mod actions_restore;
