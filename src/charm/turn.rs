@@ -190,9 +190,14 @@ impl Applier<'_> {
         &self,
         held: &mut Option<Turn>,
     ) -> Result<Option<(StatusKind, String)>> {
-        let (Some(turn), Some((ep, member_id))) = (held.take(), self.turn_member()) else {
+        let (Some(turn), Some((now, member_id))) = (held.take(), self.turn_member()) else {
             return Ok(None);
         };
+        // Back on the URL the new config advertises: after the restart that
+        // moves a member to https, the http one it answered on is gone, and
+        // waiting on it would hold the turn for the whole bound.
+        let o = self.observed;
+        let ep = o.config.as_ref().map_or(now, |c| plan::client_url(o, c));
         Ok(turn.release(&ep, member_id).map(|why| {
             (
                 StatusKind::Waiting,
