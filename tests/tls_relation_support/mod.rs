@@ -133,6 +133,14 @@ pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
             std::thread::sleep(Duration::from_secs(1));
         }
     });
+    // Each turn was given back with the member healthy on its new URL,
+    // not after the bound ran out waiting on the URL it left.
+    let log = String::from_utf8_lossy(&m.run(&["log", "--juju-log"]).stdout).to_string();
+    let late: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("giving back the rolling turn with the cluster unhealthy"))
+        .collect();
+    assert!(late.is_empty(), "turns given back unhealthy: {late:#?}");
     // Let every unit settle on its final config (update-status re-runs).
     let want = "Healthy with 3 known peers";
     wait_until("every unit active and healthy on TLS", TRANSITION, || {
