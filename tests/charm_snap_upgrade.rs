@@ -9,7 +9,6 @@ mod charm_support;
 mod systemd_support;
 mod writer_support;
 use charm_support::*;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use systemd_support::*;
 use writer_support::Writer;
@@ -26,13 +25,6 @@ fn ready() -> Option<String> {
         eprintln!("skipped: SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries; ./test sets it)");
     }
     e
-}
-
-fn wal_all(m: &Model) -> BTreeMap<String, etcd_charm::wal::WalIds> {
-    m.units()
-        .into_iter()
-        .map(|u| (u.clone(), m.wal_ids(&u)))
-        .collect()
 }
 
 fn versions(m: &Model) -> Vec<Option<String>> {
@@ -66,7 +58,7 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
     let env = format!("SNAP_STANDIN_ETCD35={etcd35}");
     deploy_systemd(&m, 3, &[&env]);
     m.assert_all_healthy(3);
-    let ids = wal_all(&m);
+    let ids = m.wal_ids_all();
     let cluster = m.cluster_id();
     for v in versions(&m) {
         assert!(v.as_deref().is_some_and(|v| v.starts_with("3.4.")), "{v:?}");
@@ -118,7 +110,7 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
         );
         assert_keys(&m.endpoint(u), "before", KEYS);
     }
-    assert_eq!(wal_all(&m), ids, "member IDs changed");
+    assert_eq!(m.wal_ids_all(), ids, "member IDs changed");
     assert_eq!(m.cluster_id(), cluster, "the cluster ID changed");
     let live: Vec<String> = {
         let mut v: Vec<String> = members(&m.endpoints()).into_iter().map(|x| x.0).collect();
@@ -149,7 +141,7 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
     for v in versions(&m) {
         assert!(v.as_deref().is_some_and(|v| v.starts_with("3.5.")), "{v:?}");
     }
-    assert_eq!(wal_all(&m), ids);
+    assert_eq!(m.wal_ids_all(), ids);
     // Set back, the units are active again.
     m.ok(&["config", "etcd", "channel=3.5"]);
     settle_active(&m, 3);
@@ -269,7 +261,7 @@ fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
     let env = format!("SNAP_STANDIN_ETCD35={}", fake.path().display());
     deploy_systemd(&m, 3, &[&env, "ETCD_CHARM_TURN_WAIT=15"]);
     m.assert_all_healthy(3);
-    let ids = wal_all(&m);
+    let ids = m.wal_ids_all();
     put_keys(&m.endpoints(), "kept", KEYS);
 
     m.ok(&["config", "etcd", "channel=3.5/stable"]);
@@ -333,7 +325,7 @@ fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
         assert!(member_version(&m, &u).is_some_and(|v| v.starts_with("3.4.")));
         assert_keys(&m.endpoint(&u), "kept", KEYS);
     }
-    assert_eq!(wal_all(&m), ids, "member IDs changed");
+    assert_eq!(m.wal_ids_all(), ids, "member IDs changed");
 }
 
 /// `snapd_refresh`: `max` (the default) holds etcd's automatic refreshes;

@@ -13,13 +13,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use systemd_support::*;
 
-fn wal_all(m: &Model) -> BTreeMap<String, etcd_charm::wal::WalIds> {
-    m.units()
-        .into_iter()
-        .map(|u| (u.clone(), m.wal_ids(&u)))
-        .collect()
-}
-
 /// Member IDs (hex) the live cluster lists, sorted.
 fn live_ids(m: &Model) -> Vec<String> {
     let mut ids: Vec<String> = members(&m.endpoints()).into_iter().map(|x| x.0).collect();
@@ -70,7 +63,7 @@ fn three_units_reach_active_on_systemd_machines_with_the_snap() {
             "{u}: {cmd:?}"
         );
     }
-    assert_eq!(live_ids(&m), wal_hex(&wal_all(&m)));
+    assert_eq!(live_ids(&m), wal_hex(&m.wal_ids_all()));
     // `jujusim exec` runs inside the machine, with the systemd env.
     let seen = m.ok(&[
         "exec",
@@ -113,7 +106,7 @@ fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
     let m = Model::new();
     let _machines = Machines(&m);
     deploy_systemd(&m, 3, &[]);
-    let ids = wal_all(&m);
+    let ids = m.wal_ids_all();
     let u = "etcd/1";
     let before = unit_prop(&m, u, "MainPID");
     assert_ne!(before, "0");
@@ -135,7 +128,7 @@ fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
     });
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
-    assert_eq!(wal_all(&m), ids, "member IDs changed");
+    assert_eq!(m.wal_ids_all(), ids, "member IDs changed");
     assert_eq!(live_ids(&m), wal_hex(&ids));
 
     // Removing a unit stops its machine (and its etcd with it).
@@ -299,7 +292,7 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     let m = Model::new();
     let _machines = Machines(&m);
     deploy_systemd(&m, 3, &[]);
-    let ids = wal_all(&m);
+    let ids = m.wal_ids_all();
     put_keys(&m.endpoints(), "before-reboot", 10);
     let pids: Vec<i32> = m.units().iter().map(|u| machine_pid(&m, u)).collect();
     // Reboot each machine without running any hook (--max-hooks 0 leaves
@@ -330,7 +323,7 @@ fn rebooting_every_machine_brings_the_same_members_back() {
                 .success()
         },
     );
-    assert_eq!(wal_all(&m), ids, "member IDs changed across the reboot");
+    assert_eq!(m.wal_ids_all(), ids, "member IDs changed across the reboot");
     assert_eq!(live_ids(&m), wal_hex(&ids));
     assert_keys(&m.endpoint("etcd/0"), "before-reboot", 10);
 
@@ -347,7 +340,11 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     // Then Juju's start hooks.
     m.ok(&["settle"]);
     m.assert_all_healthy(3);
-    assert_eq!(wal_all(&m), ids, "member IDs changed in the start hooks");
+    assert_eq!(
+        m.wal_ids_all(),
+        ids,
+        "member IDs changed in the start hooks"
+    );
     assert_eq!(live_ids(&m), wal_hex(&ids));
 }
 

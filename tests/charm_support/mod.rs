@@ -234,6 +234,14 @@ impl Model {
             .unwrap_or_else(|| panic!("{unit} has no WAL"))
     }
 
+    /// Every unit's WAL IDs, by unit.
+    pub fn wal_ids_all(&self) -> std::collections::BTreeMap<String, etcd_charm::wal::WalIds> {
+        self.units()
+            .into_iter()
+            .map(|u| (u.clone(), self.wal_ids(&u)))
+            .collect()
+    }
+
     /// Kills a unit's etcd and its supervisor behind the charm's back.
     pub fn kill_etcd(&self, unit: &str) {
         let run = self.root(unit).join("run/etcd-charm");
