@@ -367,6 +367,20 @@ pub fn parse_etcd_version(stdout: &str) -> Option<String> {
     })
 }
 
+/// Runs `cmd`'s child in a session of its own: it outlives the hook that
+/// started it and no signal to the hook's process group reaches it.
+pub fn detach(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

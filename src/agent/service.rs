@@ -10,7 +10,6 @@ use crate::paths::Paths;
 use crate::service::{Backend, SUPERVISOR_ENV};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -208,14 +207,7 @@ pub fn ensure(paths: &Paths, backend: &Backend, args: &[String]) -> Result<(), S
                 .stdout(log)
                 .stderr(err_log)
                 .current_dir("/");
-            // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-            unsafe {
-                cmd.pre_exec(|| {
-                    nix::unistd::setsid()
-                        .map(drop)
-                        .map_err(std::io::Error::from)
-                });
-            }
+            crate::service::detach(&mut cmd);
             let mut child = cmd
                 .spawn()
                 .map_err(|e| format!("could not run {} agent: {e}", program.display()))?;

@@ -35,7 +35,6 @@ use pidfiles::{
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -180,14 +179,7 @@ pub(super) fn start(paths: &Paths, etcd_bin: &Path) -> Result<()> {
         .stdout(out)
         .stderr(errs)
         .current_dir("/");
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
-        });
-    }
+    super::detach(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
         err(
             "start",
