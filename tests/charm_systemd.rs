@@ -497,3 +497,53 @@ fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
     assert_eq!(prop("UnitFileState"), "disabled");
     m.assert_all_healthy(1);
 }
+
+/// A member removed behind the charm's back: etcd exits 0 ("the member has
+/// been permanently removed"), so systemd (Restart=on-failure) does not
+/// start it again; the unit's next hook sees its member gone from the live
+/// list, sets the old data aside (dated, kept) and rejoins as a new member.
+#[test]
+fn a_removed_member_is_not_restarted_by_systemd_and_the_unit_rejoins() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 3, &[]);
+    put_keys(&m.endpoints(), "kept", 10);
+    let u = "etcd/2";
+    let old = m.wal_ids(u);
+    let other = m.endpoint("etcd/0");
+    // etcd refuses a remove until every member has been up a while.
+    let id = format!("{:x}", old.member_id);
+    wait_until(
+        "etcd to take the member remove",
+        Duration::from_secs(60),
+        || etcdctl(&other, &["member", "remove", &id]).status.success(),
+    );
+    wait_until("etcd/2's etcd to exit", Duration::from_secs(60), || {
+        unit_prop(&m, u, "ActiveState") != "active"
+    });
+    // A clean exit: systemd leaves it stopped, no restart spent on it.
+    assert_eq!(unit_prop(&m, u, "Result"), "success");
+    assert_eq!(unit_prop(&m, u, "NRestarts"), "0");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_ne!(unit_prop(&m, u, "ActiveState"), "active", "restarted");
+
+    m.ok(&["update-status"]);
+    m.ok(&["settle"]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(3);
+    let new = m.wal_ids(u);
+    assert_ne!(new.member_id, old.member_id, "not rejoined as a new member");
+    assert_eq!(new.cluster_id, old.cluster_id);
+    assert_eq!(live_ids(&m), wal_hex(&m.wal_ids_all()));
+    let aside: Vec<String> = std::fs::read_dir(m.data_dir(u))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("member") && n != "member")
+        .collect();
+    assert_eq!(aside.len(), 1, "the old member kept aside: {aside:?}");
+    assert_keys(&m.endpoint(u), "kept", 10);
+}
