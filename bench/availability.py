@@ -3,7 +3,8 @@ cluster is disturbed: tests/availability_bench.rs (ignored tests, release
 build) run as they are, their `BENCH-AVAIL {json}` lines read back.
 
 Each row is one operation under a writer on every member (put timeout
-800 ms, a put every 20 ms, the next member after a failure), beside its
+800 ms over every member it is tried on, a put every 20 ms, the next member
+within the same budget after a refusal), beside its
 floors measured in the same cluster in the same run: one member restarted
 by hand and one election (`etcdctl move-leader`)."""
 
