@@ -47,14 +47,16 @@ use crate::tls::{self, legacy, v4, Pair, Protocol};
 use std::collections::BTreeSet;
 use tracing::info;
 
+pub use super::certificates_apply::apply;
+
 pub const ENDPOINT: &str = "certificates";
 /// `certificate_name` of our legacy request.
 const CERT_NAME: &str = "etcd";
 /// The legacy client certificate request's common name.
 const CLIENT_CN: &str = "etcd-client";
 /// Our v4 key and CSR, in SNAP_COMMON beside the certificates.
-const V4_KEY: &str = "etcd-charm-request.key";
-const V4_CSR: &str = "etcd-charm-request.csr";
+pub(super) const V4_KEY: &str = "etcd-charm-request.key";
+pub(super) const V4_CSR: &str = "etcd-charm-request.csr";
 
 /// A private key's PEM; never printed.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -108,7 +110,7 @@ pub struct Certs {
     pub hostname: String,
 }
 
-fn read(p: std::path::PathBuf) -> Option<String> {
+pub(super) fn read(p: std::path::PathBuf) -> Option<String> {
     std::fs::read_to_string(p)
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -603,60 +605,6 @@ fn move_leader_first(o: &Observed, stage: Stage, p: &mut Plan) {
             }),
         );
     }
-}
-
-/// Apply's half: the only code here that writes or talks to etcd.
-pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
-    let io = |what: &std::path::Path, e: std::io::Error| {
-        crate::error::Error::Other(format!("{}: {e}", what.display()))
-    };
-    let tls_err = |e: tls::TlsError| crate::error::Error::Other(e.to_string());
-    match step {
-        TlsStep::NewCsr { common_name, sans } => {
-            let common = paths.common_dir();
-            std::fs::create_dir_all(&common).map_err(|e| io(&common, e))?;
-            let key_path = common.join(V4_KEY);
-            let key = match read(key_path.clone()).map(|k| tls::key::PrivateKey::from_pem(&k)) {
-                Some(Ok(k)) => k,
-                _ => {
-                    let k = tls::key::generate(tls::key::KeyAlg::Rsa2048).map_err(tls_err)?;
-                    crate::durable::write_atomic_private(&key_path, k.pem().as_bytes())
-                        .map_err(|e| io(&key_path, e))?;
-                    k
-                }
-            };
-            let csr = tls::key::csr(&key, common_name, sans).map_err(tls_err)?;
-            let csr_path = common.join(V4_CSR);
-            crate::durable::write_atomic(&csr_path, csr.as_bytes())
-                .map_err(|e| io(&csr_path, e))?;
-            info!(
-                "made this unit's v4 certificate request ({} SANs)",
-                sans.len()
-            );
-        }
-        TlsStep::WriteFiles(m) => {
-            tls::files::write(paths, m).map_err(tls_err)?;
-            info!(
-                "wrote the issued certificates to {}",
-                paths.common_dir().display()
-            );
-        }
-        TlsStep::MoveLeader { from_endpoint, to } => {
-            // Leadership may have moved since observe (another unit's turn).
-            let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;
-            if s.leader != s.member_id {
-                info!("raft leadership is already on {:x}", s.leader);
-                return Ok(());
-            }
-            info!("moving raft leadership to {to:x} before the TLS restart");
-            if let Err(e) = crate::etcd::block_on::<(), crate::etcd::EtcdError>(
-                crate::etcd::move_leader(from_endpoint.as_str(), *to),
-            ) {
-                info!("raft leadership not moved ({e}); restarting anyway (etcd hands it over on stop)");
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod alarms;
 pub mod apply;
 pub mod bootstrap;
 pub mod certificates;
+mod certificates_apply;
 pub mod checks;
 mod clients;
 pub mod compat;
