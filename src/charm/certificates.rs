@@ -108,6 +108,8 @@ pub struct Certs {
     /// The five files are there and consistent (`files::OnDisk::complete`).
     pub files_complete: bool,
     pub hostname: String,
+    /// The bind addresses of the cluster and db endpoints (network-get).
+    pub binds: Vec<String>,
 }
 
 pub(super) fn read(p: std::path::PathBuf) -> Option<String> {
@@ -164,6 +166,7 @@ pub fn observe(
     let Some(rel) = ids.into_iter().next() else {
         return Ok(c);
     };
+    c.binds = super::certificates_names::observe_binds(tools, mode, unread)?;
     c.own = tolerate(
         mode,
         unread,
@@ -396,22 +399,13 @@ impl std::fmt::Display for TlsStep {
     }
 }
 
-/// The names our server certificate must carry.
-fn names(o: &Observed) -> (String, Vec<String>) {
-    let sans = tls::sans::unit_sans(
-        [o.address.as_str(), o.client_address.as_str()],
-        &o.certs.hostname,
-    );
-    (tls::sans::common_name(&o.client_address, &sans), sans)
-}
-
 /// The request, the files, the leadership move; notes for the status.
 pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     let certs = &o.certs;
     let Some(rel) = &certs.relation else {
         return;
     };
-    let (cn, sans) = names(o);
+    let (cn, sans) = super::certificates_names::names(o);
     let mut want = Databag::new();
     if certs.protocol != Some(Protocol::V4) {
         want.extend(

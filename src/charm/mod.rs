@@ -12,6 +12,7 @@ pub mod apply;
 pub mod bootstrap;
 pub mod certificates;
 mod certificates_apply;
+mod certificates_names;
 pub mod checks;
 mod clients;
 pub mod compat;
