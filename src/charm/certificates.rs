@@ -32,9 +32,12 @@
 //!   leaves carry no EKU), shared in leadership data as the Python charm
 //!   shared its client pair.
 //!
+//! - A new CA on a unit that serves https is rotated in three rolling
+//!   stages (certificates_rotation.rs).
+//!
 //! # Caveats
-//! - A new CA on a unit that serves TLS is not written (the running CA pool
-//!   would refuse new leaves): the status says so; the rotation is to come.
+//! - A new CA on a unit still bridging to TLS is not written (the running
+//!   CA pool would refuse new leaves): the status says so.
 
 use super::config::CharmConfig;
 use super::observe::{tolerate, Mode, Observed};
@@ -268,7 +271,7 @@ pub enum Stage {
 }
 
 /// What etcd.conf.yml on disk serves now.
-fn current(o: &Observed) -> Stage {
+pub(super) fn current(o: &Observed) -> Stage {
     let Some(found) = o.disk.found_config() else {
         return Stage::Plain;
     };
@@ -377,6 +380,9 @@ pub enum TlsStep {
     },
     /// The five files, as issued.
     WriteFiles(Box<tls::files::Material>),
+    /// ca.crt alone (a CA rotation's bundle, or the new CA once the old
+    /// one is dropped: certificates_rotation.rs).
+    WriteCa { pem: String, why: String },
     /// Raft leadership to `to` before this member's peer URL changes.
     MoveLeader { from_endpoint: String, to: u64 },
 }
@@ -392,6 +398,7 @@ impl std::fmt::Display for TlsStep {
             TlsStep::WriteFiles(_) => {
                 write!(f, "write ca.crt, server.crt/.key, client.crt/.key as issued")
             }
+            TlsStep::WriteCa { why, .. } => write!(f, "write ca.crt: {why}"),
             TlsStep::MoveLeader { to, .. } => {
                 write!(f, "move raft leadership to member {to:x} before the TLS restart")
             }
@@ -455,6 +462,9 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     share_client(o, p);
     match material(o) {
         None => p.notes.push(waiting_note(o)),
+        Some(m) if current(o) == Stage::Full && super::certificates_rotation::handles(o, &m) => {
+            super::certificates_rotation::plan(o, &m, p);
+        }
         Some(m) if differs(&certs.disk, &m) => {
             let new_ca = certs
                 .disk
@@ -464,7 +474,7 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
             if new_ca && current(o) != Stage::Plain {
                 p.status.push((
                     StatusKind::Blocked,
-                    "certificates: the provider's CA changed; this revision does not rotate a CA on a running TLS cluster yet (the old certificates stay in use)".into(),
+                    "certificates: the provider's CA changed while this member moves to TLS; it is rotated once the member serves https (the old certificates stay in use)".into(),
                 ));
             } else {
                 p.steps.push(Step::Tls(TlsStep::WriteFiles(Box::new(m))));

@@ -44,6 +44,11 @@ pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
                 paths.common_dir().display()
             );
         }
+        TlsStep::WriteCa { pem, why } => {
+            let ca = tls::files::TlsPaths::new(paths).ca;
+            crate::durable::write_atomic(&ca, pem.as_bytes()).map_err(|e| io(&ca, e))?;
+            info!("wrote {}: {why}", ca.display());
+        }
         TlsStep::MoveLeader { from_endpoint, to } => {
             // Leadership may have moved since observe (another unit's turn).
             let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;

@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod certificates;
 mod certificates_apply;
 mod certificates_names;
+pub mod certificates_rotation;
 pub mod checks;
 mod clients;
 pub mod compat;
