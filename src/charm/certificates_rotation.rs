@@ -113,6 +113,15 @@ fn bundle(olds: &[String], new: &str) -> String {
     s
 }
 
+/// ca.crt holds more than one CA: a rotation is under way, whose turns
+/// need the peers' labels (observe reads their databags then).
+pub fn needs_peers(paths: &crate::paths::Paths) -> bool {
+    std::fs::read_to_string(tls::files::TlsPaths::new(paths).ca)
+        .ok()
+        .and_then(|t| tls::cert::ders(&t).ok())
+        .is_some_and(|d| d.len() > 1)
+}
+
 /// Whether the rotation plans this unit's files (else the plain write or
 /// renewal does): ca.crt is not the provider's CA alone, or it is but the
 /// restart that dropped the old one is still to do.
