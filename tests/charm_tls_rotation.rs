@@ -26,7 +26,12 @@ fn answers_with(ep: &str, ca: &Path, cert: &Path, key: &Path) -> bool {
         .env_remove("ETCDCTL_CACERT")
         .env_remove("ETCDCTL_CERT")
         .env_remove("ETCDCTL_KEY")
-        .args(["--endpoints", ep, "--dial-timeout=3s", "--command-timeout=5s"])
+        .args([
+            "--endpoints",
+            ep,
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+        ])
         .arg(format!("--cacert={}", ca.display()))
         .arg(format!("--cert={}", cert.display()))
         .arg(format!("--key={}", key.display()))
@@ -109,16 +114,20 @@ fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
     });
     let rotation = started.elapsed();
     let want = "Healthy with 3 known peers";
-    wait_until("every unit active and healthy after the rotation", TRANSITION, || {
-        let w = m.workloads();
-        let ok = w.len() == 3
-            && w.iter()
-                .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
-        if !ok {
-            m.ok(&["update-status"]);
-        }
-        ok
-    });
+    wait_until(
+        "every unit active and healthy after the rotation",
+        TRANSITION,
+        || {
+            let w = m.workloads();
+            let ok = w.len() == 3
+                && w.iter()
+                    .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
+            if !ok {
+                m.ok(&["update-status"]);
+            }
+            ok
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
     r.print("CA rotation (legacy-ca) on 3 units");
@@ -142,7 +151,12 @@ fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
             "{u} still trusts two CAs"
         );
         // The served leaf is checked by a client trusting only the new CA.
-        assert!(answers_with(ep, &new_ca_file, &f0.client_cert, &f0.client_key));
+        assert!(answers_with(
+            ep,
+            &new_ca_file,
+            &f0.client_cert,
+            &f0.client_key
+        ));
         assert!(
             !answers_with(ep, &old_ca, &old_cert, &old_key),
             "{u} still takes the old CA's client pair"
