@@ -1,5 +1,5 @@
-//! Issue 11, item 3 (CA rotation): a 3-unit cluster on https from the
-//! legacy stand-in CA (tests/tls_relation_support), then the CA rotates
+//! Issue 11, item 3 (CA rotation): a 3-unit cluster on https from a
+//! stand-in CA (legacy-ca, v4-ca) (tests/tls_relation_support), then the CA rotates
 //! under a writer that follows etcd/0's files as kube-apiserver follows its
 //! db data. Every member ends serving a leaf of the new CA and trusting it
 //! alone; IDs, keys and every acknowledged write kept; never two members
@@ -41,8 +41,19 @@ fn answers_with(ep: &str, ca: &Path, cert: &Path, key: &Path) -> bool {
 }
 
 #[test]
-fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
-    let (m, units, f0, eps) = move_to_tls("legacy-ca");
+fn a_legacy_ca_rotation_rolls_through_the_members_with_every_write_kept() {
+    rotates("legacy-ca");
+}
+
+#[test]
+fn a_v4_ca_rotation_rolls_through_the_members_with_every_write_kept() {
+    rotates("v4-ca");
+}
+
+/// A 3-unit cluster on https from the stand-in `ca_app`, whose CA then
+/// rotates; everything asserted at the end.
+fn rotates(ca_app: &str) {
+    let (m, units, f0, eps) = move_to_tls(ca_app);
     let joined = eps.join(",");
     let ids_before = members(&joined);
     let cluster_before = m.cluster_id();
@@ -62,8 +73,9 @@ fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
     let w = Writer::start(&eps);
     std::thread::sleep(Duration::from_secs(2));
     let started = Instant::now();
-    let new_ca_file = m.root("legacy-ca/0").join("ca/ca.crt");
+    let new_ca_file = m.root(&format!("{ca_app}/0")).join("ca/ca.crt");
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let provider = format!("{ca_app}/0");
     let new_ca = std::thread::scope(|s| {
         // Clients follow etcd/0's files (kube-apiserver its db data): the
         // bundle first, then the new pair.
@@ -84,7 +96,7 @@ fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
             }
             swaps
         });
-        let action = s.spawn(|| m.ok(&["run-action", "legacy-ca/0", "rotate-ca"]));
+        let action = s.spawn(|| m.ok(&["run-action", &provider, "rotate-ca"]));
         action.join().unwrap();
         let new_ca = read(&new_ca_file);
         assert_ne!(new_ca.trim(), old_ca_text.trim(), "the stand-in CA rotated");
@@ -130,7 +142,7 @@ fn a_ca_rotation_rolls_through_the_members_with_every_write_kept() {
     );
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
-    r.print("CA rotation (legacy-ca) on 3 units");
+    r.print(&format!("CA rotation ({ca_app}) on 3 units"));
     eprintln!(
         "rotate-ca → every member on the new CA alone: {:.1} s",
         rotation.as_secs_f64()

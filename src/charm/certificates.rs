@@ -480,7 +480,7 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
                 p.steps.push(Step::Tls(TlsStep::WriteFiles(Box::new(m))));
             }
         }
-        Some(_) => {}
+        Some(m) => super::certificates_rotation::settled(o, &m, p),
     }
     if stage == Stage::Bridge {
         p.notes

@@ -187,6 +187,31 @@ fn leaves_written(o: &Observed, m: &Material) -> bool {
     same(&o.certs.disk.server, &m.server.cert) && same(&o.certs.disk.client, &m.client.cert)
 }
 
+/// A unit on the new CA alone, without a label of its own for it (it got
+/// its files after the rotation began, or its label was lost), says `new`
+/// while its peers rotate: their turns wait for every member.
+pub fn settled(o: &Observed, m: &Material, p: &mut Plan) {
+    let fp = fingerprint(&m.ca);
+    let on_new_alone = o.certs.disk.ca.as_deref().is_some_and(|d| {
+        let (olds, has_new) = split(d, &m.ca);
+        olds.is_empty() && has_new
+    });
+    let peers_rotate = o
+        .peers
+        .values()
+        .any(|b| parse_label(b.get(CA_KEY), &fp).is_some());
+    if on_new_alone
+        && peers_rotate
+        && o.peer_relation.is_some()
+        && o.local_ids().is_some()
+        && parse_label(o.own_bag.get(CA_KEY), &fp).is_none()
+    {
+        p.steps.push(Step::Publish(
+            [(CA_KEY.to_string(), label(Turn::New, &fp))].into(),
+        ));
+    }
+}
+
 /// The rotation's steps for this unit (only when [`handles`]).
 pub fn plan(o: &Observed, m: &Material, p: &mut Plan) {
     let Some(disk) = o.certs.disk.ca.as_deref() else {

@@ -260,3 +260,21 @@ fn a_label_of_another_ca_counts_for_nothing() {
     let p = run(&o, &w);
     assert!(written_ca(&p).is_some(), "a later rotation starts over");
 }
+
+#[test]
+fn a_unit_already_on_the_new_ca_alone_says_so_while_its_peers_rotate() {
+    let w = world();
+    let mut o = observed(&w, &w.new.pem, None, [Some("both"), None]);
+    o.certs.disk.server = Some(w.offer.server.cert.clone());
+    o.certs.disk.client = Some(w.offer.client.cert.clone());
+    assert!(!handles(&o, &w.offer));
+    let mut p = Plan::default();
+    settled(&o, &w.offer, &mut p);
+    assert!(published(&p).is_some_and(|l| l.starts_with("new:")));
+    // Nobody rotating: nothing to say.
+    let mut o = observed(&w, &w.new.pem, None, [None, None]);
+    o.certs.disk.server = Some(w.offer.server.cert.clone());
+    let mut p = Plan::default();
+    settled(&o, &w.offer, &mut p);
+    assert_eq!(published(&p), None);
+}
