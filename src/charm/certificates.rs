@@ -32,9 +32,12 @@
 //!   leaves carry no EKU), shared in leadership data as the Python charm
 //!   shared its client pair.
 //!
+//! - A new CA on a unit that serves https is rotated in three rolling
+//!   stages (certificates_rotation.rs).
+//!
 //! # Caveats
-//! - A new CA on a unit that serves TLS is not written (the running CA pool
-//!   would refuse new leaves): the status says so; the rotation is to come.
+//! - A new CA on a unit still bridging to TLS is not written (the running
+//!   CA pool would refuse new leaves): the status says so.
 
 use super::config::CharmConfig;
 use super::observe::{tolerate, Mode, Observed};
@@ -47,14 +50,16 @@ use crate::tls::{self, legacy, v4, Pair, Protocol};
 use std::collections::BTreeSet;
 use tracing::info;
 
+pub use super::certificates_apply::apply;
+
 pub const ENDPOINT: &str = "certificates";
 /// `certificate_name` of our legacy request.
 const CERT_NAME: &str = "etcd";
 /// The legacy client certificate request's common name.
 const CLIENT_CN: &str = "etcd-client";
 /// Our v4 key and CSR, in SNAP_COMMON beside the certificates.
-const V4_KEY: &str = "etcd-charm-request.key";
-const V4_CSR: &str = "etcd-charm-request.csr";
+pub(super) const V4_KEY: &str = "etcd-charm-request.key";
+pub(super) const V4_CSR: &str = "etcd-charm-request.csr";
 
 /// A private key's PEM; never printed.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -106,9 +111,11 @@ pub struct Certs {
     /// The five files are there and consistent (`files::OnDisk::complete`).
     pub files_complete: bool,
     pub hostname: String,
+    /// The bind addresses of the cluster and db endpoints (network-get).
+    pub binds: Vec<String>,
 }
 
-fn read(p: std::path::PathBuf) -> Option<String> {
+pub(super) fn read(p: std::path::PathBuf) -> Option<String> {
     std::fs::read_to_string(p)
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -162,6 +169,7 @@ pub fn observe(
     let Some(rel) = ids.into_iter().next() else {
         return Ok(c);
     };
+    c.binds = super::certificates_names::observe_binds(tools, mode, unread)?;
     c.own = tolerate(
         mode,
         unread,
@@ -263,7 +271,7 @@ pub enum Stage {
 }
 
 /// What etcd.conf.yml on disk serves now.
-fn current(o: &Observed) -> Stage {
+pub(super) fn current(o: &Observed) -> Stage {
     let Some(found) = o.disk.found_config() else {
         return Stage::Plain;
     };
@@ -372,6 +380,9 @@ pub enum TlsStep {
     },
     /// The five files, as issued.
     WriteFiles(Box<tls::files::Material>),
+    /// ca.crt alone (a CA rotation's bundle, or the new CA once the old
+    /// one is dropped: certificates_rotation.rs).
+    WriteCa { pem: String, why: String },
     /// Raft leadership to `to` before this member's peer URL changes.
     MoveLeader { from_endpoint: String, to: u64 },
 }
@@ -387,20 +398,12 @@ impl std::fmt::Display for TlsStep {
             TlsStep::WriteFiles(_) => {
                 write!(f, "write ca.crt, server.crt/.key, client.crt/.key as issued")
             }
+            TlsStep::WriteCa { why, .. } => write!(f, "write ca.crt: {why}"),
             TlsStep::MoveLeader { to, .. } => {
                 write!(f, "move raft leadership to member {to:x} before the TLS restart")
             }
         }
     }
-}
-
-/// The names our server certificate must carry.
-fn names(o: &Observed) -> (String, Vec<String>) {
-    let sans = tls::sans::unit_sans(
-        [o.address.as_str(), o.client_address.as_str()],
-        &o.certs.hostname,
-    );
-    (tls::sans::common_name(&o.client_address, &sans), sans)
 }
 
 /// The request, the files, the leadership move; notes for the status.
@@ -409,7 +412,7 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     let Some(rel) = &certs.relation else {
         return;
     };
-    let (cn, sans) = names(o);
+    let (cn, sans) = super::certificates_names::names(o);
     let mut want = Databag::new();
     if certs.protocol != Some(Protocol::V4) {
         want.extend(
@@ -459,6 +462,9 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     share_client(o, p);
     match material(o) {
         None => p.notes.push(waiting_note(o)),
+        Some(m) if current(o) == Stage::Full && super::certificates_rotation::handles(o, &m) => {
+            super::certificates_rotation::plan(o, &m, p);
+        }
         Some(m) if differs(&certs.disk, &m) => {
             let new_ca = certs
                 .disk
@@ -468,13 +474,13 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
             if new_ca && current(o) != Stage::Plain {
                 p.status.push((
                     StatusKind::Blocked,
-                    "certificates: the provider's CA changed; this revision does not rotate a CA on a running TLS cluster yet (the old certificates stay in use)".into(),
+                    "certificates: the provider's CA changed while this member moves to TLS; it is rotated once the member serves https (the old certificates stay in use)".into(),
                 ));
             } else {
                 p.steps.push(Step::Tls(TlsStep::WriteFiles(Box::new(m))));
             }
         }
-        Some(_) => {}
+        Some(m) => super::certificates_rotation::settled(o, &m, p),
     }
     if stage == Stage::Bridge {
         p.notes
@@ -603,60 +609,6 @@ fn move_leader_first(o: &Observed, stage: Stage, p: &mut Plan) {
             }),
         );
     }
-}
-
-/// Apply's half: the only code here that writes or talks to etcd.
-pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
-    let io = |what: &std::path::Path, e: std::io::Error| {
-        crate::error::Error::Other(format!("{}: {e}", what.display()))
-    };
-    let tls_err = |e: tls::TlsError| crate::error::Error::Other(e.to_string());
-    match step {
-        TlsStep::NewCsr { common_name, sans } => {
-            let common = paths.common_dir();
-            std::fs::create_dir_all(&common).map_err(|e| io(&common, e))?;
-            let key_path = common.join(V4_KEY);
-            let key = match read(key_path.clone()).map(|k| tls::key::PrivateKey::from_pem(&k)) {
-                Some(Ok(k)) => k,
-                _ => {
-                    let k = tls::key::generate(tls::key::KeyAlg::Rsa2048).map_err(tls_err)?;
-                    crate::durable::write_atomic_private(&key_path, k.pem().as_bytes())
-                        .map_err(|e| io(&key_path, e))?;
-                    k
-                }
-            };
-            let csr = tls::key::csr(&key, common_name, sans).map_err(tls_err)?;
-            let csr_path = common.join(V4_CSR);
-            crate::durable::write_atomic(&csr_path, csr.as_bytes())
-                .map_err(|e| io(&csr_path, e))?;
-            info!(
-                "made this unit's v4 certificate request ({} SANs)",
-                sans.len()
-            );
-        }
-        TlsStep::WriteFiles(m) => {
-            tls::files::write(paths, m).map_err(tls_err)?;
-            info!(
-                "wrote the issued certificates to {}",
-                paths.common_dir().display()
-            );
-        }
-        TlsStep::MoveLeader { from_endpoint, to } => {
-            // Leadership may have moved since observe (another unit's turn).
-            let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;
-            if s.leader != s.member_id {
-                info!("raft leadership is already on {:x}", s.leader);
-                return Ok(());
-            }
-            info!("moving raft leadership to {to:x} before the TLS restart");
-            if let Err(e) = crate::etcd::block_on::<(), crate::etcd::EtcdError>(
-                crate::etcd::move_leader(from_endpoint.as_str(), *to),
-            ) {
-                info!("raft leadership not moved ({e}); restarting anyway (etcd hands it over on stop)");
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -343,7 +343,11 @@ pub fn observe_with(
             .as_ref()
             .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
     // A bridged member moving to TLS needs its peers' stage (certificates.rs).
-    let skip_peers = settled_voter && clients.is_empty() && !super::certificates::bridging(found);
+    // So does a member in a CA rotation (ca.crt holds two CAs).
+    let skip_peers = settled_voter
+        && clients.is_empty()
+        && !super::certificates::bridging(found)
+        && !super::certificates_rotation::needs_peers(paths);
     if let (Some(rel), false) = (&peer_relation, skip_peers) {
         let units = tolerate(
             mode,

@@ -18,8 +18,9 @@
 //!
 //! The charm's use of all this is `charm::certificates`: the relation in
 //! both protocols, the files, and the move of a plain cluster to TLS
-//! through a bridge stage. Still to do: CA rotation (trust old + new,
-//! rolling restart, new leaves, drop the old CA, rolling restart).
+//! through a bridge stage; `charm::certificates_rotation` rotates a CA
+//! (trust old + new, rolling restart, new leaves, drop the old CA, rolling
+//! restart).
 
 pub mod cert;
 pub mod ciphers;

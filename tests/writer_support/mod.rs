@@ -111,11 +111,24 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// The client pair (CA, cert, key PEM) shown on https endpoints; set once
 /// by a test whose cluster serves TLS.
-static TLS: std::sync::OnceLock<(String, String, String)> = std::sync::OnceLock::new();
+static TLS: std::sync::RwLock<Option<(String, String, String)>> = std::sync::RwLock::new(None);
+
+fn tls() -> Option<(String, String, String)> {
+    TLS.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 /// Every writer of this test process presents this client pair.
 pub fn use_tls(ca: &str, cert: &str, key: &str) {
-    let _ = TLS.set((ca.into(), cert.into(), key.into()));
+    let mut t = TLS.write().unwrap_or_else(|e| e.into_inner());
+    if t.is_none() {
+        *t = Some((ca.into(), cert.into(), key.into()));
+    }
+}
+
+/// Replaces the pair (a CA rotation hands clients new credentials, as
+/// kube-apiserver rereads its db data): new connections present it.
+pub fn rotate_tls(ca: &str, cert: &str, key: &str) {
+    *TLS.write().unwrap_or_else(|e| e.into_inner()) = Some((ca.into(), cert.into(), key.into()));
 }
 
 /// Set by a test whose cluster moves from http to https while it writes:
@@ -131,7 +144,7 @@ pub fn follow_https() {
 async fn connect(endpoint: &str, timeout: Duration) -> Option<Client> {
     if let (true, Some(_), Some(rest)) = (
         FOLLOW_HTTPS.load(Ordering::SeqCst),
-        TLS.get(),
+        tls(),
         endpoint.strip_prefix("http://"),
     ) {
         let secure = format!("https://{rest}");
@@ -149,12 +162,12 @@ async fn connect_as(endpoint: &str, timeout: Duration, with_tls: bool) -> Option
     let mut opts = ConnectOptions::new()
         .with_connect_timeout(timeout)
         .with_timeout(timeout);
-    if let Some((ca, cert, key)) = TLS.get().filter(|_| with_tls) {
+    if let Some((ca, cert, key)) = tls().filter(|_| with_tls) {
         use etcd_client::{Certificate, Identity, TlsOptions};
         opts = opts.with_tls(
             TlsOptions::new()
-                .ca_certificate(Certificate::from_pem(ca))
-                .identity(Identity::from_pem(cert, key)),
+                .ca_certificate(Certificate::from_pem(&ca))
+                .identity(Identity::from_pem(&cert, &key)),
         );
     }
     tokio::time::timeout(timeout, Client::connect([endpoint], Some(opts)))

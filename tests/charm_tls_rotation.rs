@@ -1,0 +1,189 @@
+//! Issue 11, item 3 (CA rotation): a 3-unit cluster on https from a
+//! stand-in CA (legacy-ca, v4-ca) (tests/tls_relation_support), then the CA rotates
+//! under a writer that follows etcd/0's files as kube-apiserver follows its
+//! db data. Every member ends serving a leaf of the new CA and trusting it
+//! alone; IDs, keys and every acknowledged write kept; never two members
+//! down.
+
+mod tls_relation_support;
+mod upgrade_support;
+mod writer_support;
+use tls_relation_support::*;
+use upgrade_support::*;
+use writer_support::Writer;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// `etcdctl endpoint status` on `ep` with these files, succeeding or not.
+fn answers_with(ep: &str, ca: &Path, cert: &Path, key: &Path) -> bool {
+    Command::new("etcdctl")
+        .env_remove("ETCDCTL_CACERT")
+        .env_remove("ETCDCTL_CERT")
+        .env_remove("ETCDCTL_KEY")
+        .args([
+            "--endpoints",
+            ep,
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+        ])
+        .arg(format!("--cacert={}", ca.display()))
+        .arg(format!("--cert={}", cert.display()))
+        .arg(format!("--key={}", key.display()))
+        .args(["endpoint", "status"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_legacy_ca_rotation_rolls_through_the_members_with_every_write_kept() {
+    rotates("legacy-ca");
+}
+
+#[test]
+fn a_v4_ca_rotation_rolls_through_the_members_with_every_write_kept() {
+    rotates("v4-ca");
+}
+
+/// A 3-unit cluster on https from the stand-in `ca_app`, whose CA then
+/// rotates; everything asserted at the end.
+fn rotates(ca_app: &str) {
+    let (m, units, f0, eps) = move_to_tls(ca_app);
+    let joined = eps.join(",");
+    let ids_before = members(&joined);
+    let cluster_before = m.cluster_id();
+
+    // The old CA and client pair, kept aside to show they end refused.
+    let old = tempfile::tempdir().unwrap();
+    let keep = |name: &str, from: &Path| {
+        let p = old.path().join(name);
+        std::fs::write(&p, read(from)).unwrap();
+        p
+    };
+    let old_ca = keep("ca.crt", &f0.ca);
+    let old_cert = keep("client.crt", &f0.client_cert);
+    let old_key = keep("client.key", &f0.client_key);
+    let old_ca_text = read(&old_ca);
+
+    let w = Writer::start(&eps);
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let new_ca_file = m.root(&format!("{ca_app}/0")).join("ca/ca.crt");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let provider = format!("{ca_app}/0");
+    let new_ca = std::thread::scope(|s| {
+        // Clients follow etcd/0's files (kube-apiserver its db data): the
+        // bundle first, then the new pair.
+        let follow = s.spawn(|| {
+            let mut seen = (read(&f0.ca), read(&f0.client_cert), read(&f0.client_key));
+            let mut swaps = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                let now = (read(&f0.ca), read(&f0.client_cert), read(&f0.client_key));
+                std::thread::sleep(Duration::from_millis(200));
+                let again = (read(&f0.ca), read(&f0.client_cert), read(&f0.client_key));
+                if now != again || now == seen || now.0.is_empty() || now.2.is_empty() {
+                    continue;
+                }
+                writer_support::rotate_tls(&now.0, &now.1, &now.2);
+                seen = now;
+                swaps += 1;
+            }
+            swaps
+        });
+        let action = s.spawn(|| m.ok(&["run-action", &provider, "rotate-ca"]));
+        action.join().unwrap();
+        let new_ca = read(&new_ca_file);
+        assert_ne!(new_ca.trim(), old_ca_text.trim(), "the stand-in CA rotated");
+        let done = || {
+            units.iter().zip(&eps).all(|(u, ep)| {
+                let f = tls_paths(&m, u);
+                read(&f.ca).trim() == new_ca.trim()
+                    && !answers_with(ep, &old_ca, &old_cert, &old_key)
+                    && answers_with(ep, &new_ca_file, &f.client_cert, &f.client_key)
+            })
+        };
+        let deadline = Instant::now() + TRANSITION;
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "the rotation never finished: {:?}\n{}",
+                m.workloads(),
+                tail(&String::from_utf8_lossy(&m.run(&["log"]).stdout), 80)
+            );
+            m.ok(&["update-status"]);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let swaps = follow.join().unwrap();
+        eprintln!("the writer took new credentials {swaps} times");
+        new_ca
+    });
+    let rotation = started.elapsed();
+    let want = "Healthy with 3 known peers";
+    wait_until(
+        "every unit active and healthy after the rotation",
+        TRANSITION,
+        || {
+            let w = m.workloads();
+            let ok = w.len() == 3
+                && w.iter()
+                    .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
+            if !ok {
+                m.ok(&["update-status"]);
+            }
+            ok
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let r = w.finish(Duration::from_secs(60));
+    r.print(&format!("CA rotation ({ca_app}) on 3 units"));
+    eprintln!(
+        "rotate-ca → every member on the new CA alone: {:.1} s",
+        rotation.as_secs_f64()
+    );
+
+    for (u, ep) in units.iter().zip(&eps) {
+        let f = tls_paths(&m, u);
+        for leaf in [&f.server_cert, &f.client_cert] {
+            assert!(
+                etcd_charm::tls::cert::signed_by(&read(leaf), &new_ca).unwrap(),
+                "{u}: {} is not the new CA's",
+                leaf.display()
+            );
+        }
+        assert_eq!(
+            etcd_charm::tls::cert::ders(&read(&f.ca)).unwrap().len(),
+            1,
+            "{u} still trusts two CAs"
+        );
+        // The served leaf is checked by a client trusting only the new CA.
+        assert!(answers_with(
+            ep,
+            &new_ca_file,
+            &f0.client_cert,
+            &f0.client_key
+        ));
+        assert!(
+            !answers_with(ep, &old_ca, &old_cert, &old_key),
+            "{u} still takes the old CA's client pair"
+        );
+        std::env::set_var("ETCDCTL_CACERT", &new_ca_file);
+        assert_keys(ep, "before", KEYS);
+    }
+    assert_eq!(members(&joined), ids_before, "the same members, by ID");
+    assert_eq!(m.cluster_id(), cluster_before, "the same cluster");
+    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
+    assert!(
+        r.max_down <= 1,
+        "{} members were down at once ({:?})",
+        r.max_down,
+        r.max_down_at
+    );
+    assert!(r.acked > 0, "the writer never got a write through");
+}
