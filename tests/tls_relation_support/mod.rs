@@ -71,6 +71,12 @@ pub fn etcd_pid(m: &Model, unit: &str) -> Option<String> {
 /// a client without a certificate refused. Returns the model, its sorted
 /// units, etcd/0's TLS paths and the https endpoints.
 pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
+    // A test before this one in the same process pointed etcdctl and the
+    // writer at its own (now gone) cluster's files: this cluster starts plain.
+    for v in ["ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"] {
+        std::env::remove_var(v);
+    }
+    writer_support::forget_tls();
     let m = Model::new();
     m.deploy(3);
     m.assert_all_healthy(3);
@@ -106,7 +112,7 @@ pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
             f0.client_key.exists() && f0.ca.exists() && f0.client_cert.exists()
         });
         let read = |p: &Path| std::fs::read_to_string(p).unwrap();
-        writer_support::use_tls(&read(&f0.ca), &read(&f0.client_cert), &read(&f0.client_key));
+        writer_support::rotate_tls(&read(&f0.ca), &read(&f0.client_cert), &read(&f0.client_key));
         std::env::set_var("ETCDCTL_CACERT", &f0.ca);
         std::env::set_var("ETCDCTL_CERT", &f0.client_cert);
         std::env::set_var("ETCDCTL_KEY", &f0.client_key);

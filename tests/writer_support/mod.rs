@@ -131,6 +131,11 @@ pub fn rotate_tls(ca: &str, cert: &str, key: &str) {
     *TLS.write().unwrap_or_else(|e| e.into_inner()) = Some((ca.into(), cert.into(), key.into()));
 }
 
+/// Forgets the pair: the next cluster of this test process starts plain.
+pub fn forget_tls() {
+    *TLS.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
 /// Set by a test whose cluster moves from http to https while it writes:
 /// an `http://` endpoint is then tried over https first (with the pair of
 /// [`use_tls`]), and over plain http while that fails.
