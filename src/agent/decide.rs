@@ -152,7 +152,10 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
     let mut d = Decision::default();
     let me = match &s.member {
         Err(e) => {
-            d.problems.push(format!("etcd does not answer: {e}"));
+            // Not a problem of the agent's to put in the unit's status: the
+            // hook sees etcd's health itself, and fresher (a note from a
+            // check made while the member restarted would outlive it).
+            d.waiting = Some(format!("etcd does not answer: {e}"));
             return d;
         }
         Ok(m) => m,
@@ -246,12 +249,13 @@ mod tests {
     }
 
     #[test]
-    fn no_answer_is_a_problem_and_nothing_else() {
+    fn no_answer_waits_and_does_nothing_else() {
         let mut s = seen(member(1, 0, 0));
         s.member = Err("connection refused".into());
         let d = decide(&s, &policy());
         assert!(d.actions.is_empty());
-        assert!(d.problems[0].contains("connection refused"));
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert!(d.waiting.as_deref().unwrap().contains("connection refused"));
         let mut s = seen(member(1, 100 * MIB, 10 * MIB));
         s.member.as_mut().unwrap().is_learner = true;
         assert!(decide(&s, &policy()).actions.is_empty());
