@@ -18,8 +18,10 @@
 //!   what compaction left fragmented there is defragmented afterwards,
 //!   under the turn.
 //! - Otherwise a scheduled snapshot when one is due (the newest scheduled
-//!   snapshot, or the agent's start, plus the interval), pruning beyond
-//!   retention, and a defrag (under the rolling turn) when the free share of
+//!   snapshot, or the agent's start, plus the interval) while fewer than
+//!   the retention count are kept (none is ever deleted, rule 4: at the
+//!   count the agent waits for the operator to move old ones off), and a
+//!   defrag (under the rolling turn) when the free share of
 //!   the db file reaches the threshold.
 
 use std::path::PathBuf;
@@ -82,8 +84,6 @@ pub struct Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Snapshot,
-    /// Scheduled snapshots beyond retention (their sha256 files go too).
-    Prune(Vec<PathBuf>),
     /// Defragment this member under the rolling turn.
     Defrag {
         fragmentation: u8,
@@ -139,15 +139,6 @@ pub fn nospace_turn(s: &Seen, me: &MemberSeen) -> Result<(), String> {
     Ok(())
 }
 
-/// Scheduled snapshots beyond `keep`, oldest first.
-pub fn prune(snapshots: &[(PathBuf, u64)], keep: usize) -> Vec<PathBuf> {
-    let mut sorted: Vec<&(PathBuf, u64)> = snapshots.iter().collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-    let mut out: Vec<PathBuf> = sorted.iter().skip(keep).map(|(p, _)| p.clone()).collect();
-    out.reverse();
-    out
-}
-
 pub fn decide(s: &Seen, p: &Policy) -> Decision {
     let mut d = Decision::default();
     let me = match &s.member {
@@ -187,13 +178,16 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
         let due = newest
             .unwrap_or(s.started_at)
             .saturating_add(p.snapshot_interval);
-        if s.now >= due {
+        if s.now >= due && s.snapshots.len() >= p.snapshot_retention {
+            d.waiting = Some(format!(
+                "scheduled snapshots paused: {} kept (agent_snapshot_retention={}); move older ones \
+                 off the unit, or raise the option, and they resume",
+                s.snapshots.len(),
+                p.snapshot_retention
+            ));
+        } else if s.now >= due {
             d.actions.push(Action::Snapshot);
         }
-    }
-    let old = prune(&s.snapshots, p.snapshot_retention);
-    if !old.is_empty() {
-        d.actions.push(Action::Prune(old));
     }
     let frag = me.fragmentation();
     let worth = p.defrag_threshold == 0 || me.reclaimable() >= MIN_RECLAIM;
@@ -278,20 +272,15 @@ mod tests {
     }
 
     #[test]
-    fn retention_keeps_the_newest() {
-        let snaps: Vec<(PathBuf, u64)> = vec![
-            ("c".into(), 30),
-            ("a".into(), 10),
-            ("d".into(), 40),
-            ("b".into(), 20),
-        ];
-        assert_eq!(prune(&snaps, 2), vec![PathBuf::from("a"), "b".into()]);
-        assert!(prune(&snaps, 4).is_empty());
+    fn at_the_retention_count_snapshots_pause_and_nothing_is_deleted() {
         let mut s = seen(member(1, MIB, MIB));
-        s.snapshots = snaps;
-        assert!(decide(&s, &policy())
-            .actions
-            .contains(&Action::Prune(vec!["a".into(), "b".into()])));
+        s.snapshots = vec![("a".into(), 10), ("b".into(), 20)];
+        s.now = 1_000_000;
+        let d = decide(&s, &policy());
+        assert!(!d.actions.contains(&Action::Snapshot), "{d:?}");
+        assert!(d.waiting.as_deref().unwrap().contains("2 kept"), "{d:?}");
+        s.snapshots.pop();
+        assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
     }
 
     #[test]

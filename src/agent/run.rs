@@ -282,7 +282,6 @@ impl Agent {
             }
             match (a, me) {
                 (Action::Snapshot, _) => self.snapshot(&ep, mem),
-                (Action::Prune(old), _) => self.prune(old),
                 (Action::Defrag { fragmentation }, Some(m)) => self.defrag(
                     &ep,
                     m,
@@ -314,10 +313,6 @@ impl Agent {
                     s.snapshots_total += 1;
                     s.last_snapshot = Some(r);
                 });
-                // The new one counts against retention at once.
-                let dir = snapshot_dir(&self.paths);
-                let old = decide::prune(&list_snapshots(&dir), self.policy.snapshot_retention);
-                self.prune(&old);
             }
             Err(e) => {
                 self.with_state(|s| s.snapshot_failures += 1);
@@ -357,19 +352,6 @@ impl Agent {
             size,
             sha256: sum,
         })
-    }
-
-    /// Only the agent's own scheduled snapshots beyond retention, with
-    /// their sha256 files (README: "Retention").
-    fn prune(&self, old: &[PathBuf]) {
-        for f in old {
-            let sha = PathBuf::from(format!("{}.sha256", f.display()));
-            match std::fs::remove_file(f) {
-                Ok(()) => info!("pruned {} (beyond retention)", f.display()),
-                Err(e) => warn!("pruning {}: {e}", f.display()),
-            }
-            let _ = std::fs::remove_file(sha);
-        }
     }
 
     /// Runs `defrag` of this member, timed, into a record.
