@@ -101,6 +101,9 @@ pub struct Decision {
     /// Why nothing (more) was done, when an operator should know.
     pub waiting: Option<String>,
     pub problems: Vec<String>,
+    /// Scheduled snapshots stopped at the retention count: the backups an
+    /// operator counts on have stopped, so it goes to the unit's status.
+    pub snapshots_paused: Option<String>,
 }
 
 /// A db file at this percent of the quota or more needs room (a compaction
@@ -179,7 +182,7 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
             .unwrap_or(s.started_at)
             .saturating_add(p.snapshot_interval);
         if s.now >= due && s.snapshots.len() >= p.snapshot_retention {
-            d.waiting = Some(format!(
+            d.snapshots_paused = Some(format!(
                 "scheduled snapshots paused: {} kept (agent_snapshot_retention={}); move older ones \
                  off the unit, or raise the option, and they resume",
                 s.snapshots.len(),
@@ -278,7 +281,8 @@ mod tests {
         s.now = 1_000_000;
         let d = decide(&s, &policy());
         assert!(!d.actions.contains(&Action::Snapshot), "{d:?}");
-        assert!(d.waiting.as_deref().unwrap().contains("2 kept"), "{d:?}");
+        let paused = d.snapshots_paused.as_deref().unwrap();
+        assert!(paused.contains("2 kept"), "{d:?}");
         s.snapshots.pop();
         assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
     }

@@ -259,6 +259,10 @@ impl Agent {
         if !decide::has_nospace(&seen.alarms) {
             mem.problems.remove("nospace");
         }
+        match &d.snapshots_paused {
+            Some(why) => mem.problems.insert("snapshots-paused", why.clone()),
+            None => mem.problems.remove("snapshots-paused"),
+        };
         self.with_state(|s| {
             s.checks += 1;
             s.last_check_ms = now_ms();

@@ -112,7 +112,12 @@ pub fn notes_of(state: Option<&std::result::Result<AgentState, String>>) -> Vec<
     }
 }
 
+/// None once the options turn the agent off: this hook stops it, and what
+/// it said before is no longer true of the unit.
 pub fn notes(o: &Observed) -> Vec<String> {
+    if o.config.as_ref().is_ok_and(|c| !c.agent.enabled) {
+        return Vec::new();
+    }
     notes_of(o.agent.as_ref().and_then(|a| a.state.as_ref()))
 }
 
@@ -207,5 +212,18 @@ mod tests {
             ["maintenance agent: scheduled snapshot failed: disk full"]
         );
         assert_eq!(notes_of(Some(&Err("no answer".into()))), ["no answer"]);
+    }
+
+    #[test]
+    fn an_agent_turned_off_leaves_no_note() {
+        let mut a = seen(Some(vec!["agent".into()]));
+        a.state = Some(Ok(AgentState {
+            problems: vec!["scheduled snapshots paused: 4 kept".into()],
+            ..Default::default()
+        }));
+        let mut o = running_unit(Some(a));
+        assert_eq!(notes(&o).len(), 1);
+        o.config.as_mut().unwrap().agent.enabled = false;
+        assert!(notes(&o).is_empty());
     }
 }

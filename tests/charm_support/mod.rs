@@ -287,13 +287,28 @@ pub fn etcdctl(endpoints: &str, args: &[&str]) -> Output {
         .expect("running etcdctl (apt install etcd-client)")
 }
 
-/// Writes `n` keys `<prefix>/<i>` = `v<i>`.
+/// Writes `n` keys `<prefix>/<i>` = `v<i>`. A put etcd dropped during a
+/// leader change (not applied, so safe to repeat) is tried again, as any
+/// etcd client does; every other failure fails the test.
 pub fn put_keys(endpoints: &str, prefix: &str, n: usize) {
     for i in 0..n {
-        let out = etcdctl(
-            endpoints,
-            &["put", &format!("{prefix}/{i}"), &format!("v{i}")],
-        );
+        let put = || {
+            etcdctl(
+                endpoints,
+                &["put", &format!("{prefix}/{i}"), &format!("v{i}")],
+            )
+        };
+        let mut out = put();
+        for _ in 0..5 {
+            let err = text(&out.stderr);
+            if out.status.success()
+                || !(err.contains("proposal dropped") || err.contains("leader changed"))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            out = put();
+        }
         assert!(
             out.status.success(),
             "put {prefix}/{i}: {}",
