@@ -22,7 +22,8 @@
 //!   the retention count are kept (none is ever deleted, rule 4: at the
 //!   count the agent waits for the operator to move old ones off), and a
 //!   defrag (under the rolling turn) when the free share of
-//!   the db file reaches the threshold.
+//!   the db file reaches the threshold; on the raft leader only once no
+//!   other voter is past it too (the leader last, [`follower_first`]).
 
 use std::path::PathBuf;
 
@@ -195,11 +196,34 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
     let frag = me.fragmentation();
     let worth = p.defrag_threshold == 0 || me.reclaimable() >= MIN_RECLAIM;
     if p.defrag_threshold < 100 && frag >= p.defrag_threshold && worth && me.db_size > 0 {
-        d.actions.push(Action::Defrag {
-            fragmentation: frag,
-        });
+        match follower_first(s, me, p) {
+            Some(id) => d.waiting = Some(format!(
+                "defrag waits: the raft leader goes last (member {id:x} is past the threshold too)"
+            )),
+            None => d.actions.push(Action::Defrag {
+                fragmentation: frag,
+            }),
+        }
     }
     d
+}
+
+/// On the raft leader: another voter that is past the threshold with room
+/// to win back (its own agent defragments it), so the leader goes last, as
+/// the defrag action does it. Each agent decides for its own member only,
+/// so the order comes from every leader agent waiting for the others.
+fn follower_first(s: &Seen, me: &MemberSeen, p: &Policy) -> Option<u64> {
+    if me.leader != me.id {
+        return None;
+    }
+    s.others.iter().find_map(|(id, m)| {
+        let m = m.as_ref()?;
+        let wants = *id != me.id
+            && !m.is_learner
+            && m.fragmentation() >= p.defrag_threshold
+            && m.reclaimable() >= MIN_RECLAIM;
+        wants.then_some(*id)
+    })
 }
 
 #[cfg(test)]
@@ -285,6 +309,28 @@ mod tests {
         assert!(paused.contains("2 kept"), "{d:?}");
         s.snapshots.pop();
         assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
+    }
+
+    #[test]
+    fn the_raft_leader_defragments_last() {
+        let p = policy();
+        // Member 1 leads; member 2 is fragmented too: 1 waits for it.
+        let mut s = seen(member(1, 100 * MIB, 40 * MIB));
+        s.others.push((2, Some(member(2, 100 * MIB, 30 * MIB))));
+        let d = decide(&s, &p);
+        assert!(d.actions.is_empty(), "{d:?}");
+        assert!(d.waiting.unwrap().contains("leader goes last (member 2"));
+        // Once 2 is done (or it has too little to win back), 1 goes.
+        s.others[1].1 = Some(member(2, 100 * MIB, 99 * MIB + MIB / 2));
+        let d = decide(&s, &p);
+        assert_eq!(d.actions, vec![Action::Defrag { fragmentation: 60 }]);
+        // The follower itself never waits for the leader.
+        let mut f = seen(member(2, 100 * MIB, 30 * MIB));
+        f.others.push((1, Some(member(1, 100 * MIB, 40 * MIB))));
+        assert_eq!(
+            decide(&f, &p).actions,
+            vec![Action::Defrag { fragmentation: 70 }]
+        );
     }
 
     #[test]
