@@ -550,4 +550,3 @@ pub fn expand(template: &str, unit: &str, unit_root: &Path) -> String {
         .replace("{unit_root}", &unit_root.to_string_lossy())
         .replace("{unit}", unit)
 }
-
