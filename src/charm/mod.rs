@@ -1,5 +1,10 @@
 //! The reconcile loop every hook runs: observe → plan → apply, repeated
 //! while a pass made progress (bounded), then one status by priority.
+//!
+//! Files import downward only (the map is in lib.rs): the vocabulary
+//! (`observed`, `steps`, `desired`, `config`, …) below the concerns, the
+//! concerns below the orchestrators (`observe`, `plan`, `apply`), and
+//! those below the actions, the dry run and this loop.
 
 mod action_support;
 pub mod actions;
