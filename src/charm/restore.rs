@@ -1,7 +1,8 @@
 //! The restore, as hooks carry it out: the `restore` action
 //! (actions_restore.rs) checks the snapshot, backs the current data up and
 //! records a request in leadership data; this plan then moves every unit
-//! from the old cluster to the restored one. Pure plan, apply half below.
+//! from the old cluster to the restored one. Pure plan; the apply half is
+//! restore_apply.rs.
 //!
 //! # Expected flow (decided from leadership data and each unit's WAL only)
 //! 1. The request `restore=<id> <unit> <sha256> <old cluster> <file>` names

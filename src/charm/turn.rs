@@ -1,4 +1,4 @@
-//! The rolling-turn gate (pure) and its two steps' apply half.
+//! The rolling-turn gate (pure); its two steps' apply half is turn_apply.rs.
 //!
 //! [`gate`] takes a plan and, when its steps take this unit's STARTED
 //! member down (a stop before a migration, a restart for a new config, a
