@@ -41,12 +41,15 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
 
 /// The text that counts: no `//` comments, nothing from `#[cfg(test)]` on.
 fn code(text: &str) -> String {
-    let cut = text.find("#[cfg(test)]").unwrap_or(text.len());
-    text[..cut]
+    let mut s = text
         .lines()
         .map(|l| l.find("//").map_or(l, |i| &l[..i]))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    if let Some(cut) = s.find("#[cfg(test)]") {
+        s.truncate(cut);
+    }
+    s
 }
 
 fn is_ident(c: char) -> bool {
