@@ -25,31 +25,40 @@
 //!    - `tls`       — certificates: reading, our key and CSR, SANs, cipher suites, both protocols, the files.
 //! 3. Procedures over the workload (these may return the charm's `error::Error`,
 //!    which wraps the lower floors' own errors through `From`)
-//!    - `migrate`   — a member out of a legacy location, crash-safely (plan / apply / copy engine).
+//!    - `migrate`   — a member out of a legacy location, crash-safely (plan / apply / copy engine; `fsops` under both).
 //!    - `rolling`   — the cluster-wide turn (a leased key in etcd) held while a member is down.
-//!    - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount.
+//!    - `storage`   — the `data` volume: fstab, mounts, device signatures; mkfs/mount/umount
+//!      (floor 3, not 2: it returns the charm's `Error`).
 //!    - `agent`     — the maintenance agent (`etcd-charm agent`): scheduled snapshots, defrag under the turn, NOSPACE.
 //! 4. The charm
 //!    - `charm`     — the reconcile loop: observe → plan → apply, the status it ends on; actions; the dry run.
 //!    - `cli`       — what a person gets when running the binary outside a hook.
 //!
-//! Inside `charm`: `observe` (model, disk, cluster → plain data); the pure
-//! plan: `plan` (the decision and the Step enum), `join` (a WAL-less unit),
-//! `with_wal` (a member starting on its WAL), `bootstrap` (two-phase),
-//! `leader` (membership), `lease` (leadership re-checks), `turn` (the
-//! rolling-turn gate), `clients` (`db`), `endpoints` (`proxy`),
-//! `certificates` (the relation, plain → TLS), `monitoring` + `nagios`
-//! (prometheus, grafana, nrpe), `volume` (the data storage), `alarms`,
-//! `options`, `token`, `config`, `snap_upgrade` (etcd version upgrades
-//! through `channel`; its I/O and the `snap-upgrade` action in
-//! `snap_upgrade_apply`); `restore` (a restore's plan and its apply half);
-//! `apply` (the only code that changes anything); `actions`
-//! (+ `actions_ops`, `actions_debug`, `actions_restore`), `checks` (the `nrpe-check` plugins);
-//! `dryrun`, `dryrun_refresh` and `compat` (what `juju refresh` keeps,
-//! drops and refuses); `logging` (tracing → juju-log).
-//! Rule 7 in the plan: `insecure` (no plain listener off loopback unless
-//! the operator asks) and `expiry` (certificate end dates, `certificates`
-//! gone; the `etcd-cert-expiry` check).
+//! Inside `charm`, files layer too: the vocabulary at the bottom —
+//! `config`, `options`, `observed` (what observe found, every concern's
+//! part of it), `steps` (the Step enum, each concern's step type, the
+//! Plan), `desired` (the member's URLs and etcd.conf.yml),
+//! `certificates_stage`, `verdict` (a check's answer); above it the
+//! concerns, which import only the vocabulary and each other downward:
+//! `join` (a WAL-less unit), `with_wal` (a member starting on its WAL),
+//! `bootstrap` (two-phase), `leader` (membership), `lease` (leadership
+//! re-checks), `turn` (the rolling-turn gate; its apply half
+//! `turn_apply`), `clients` (`db`), `endpoints` (`proxy`),
+//! `certificates` (+ `_names`, `_rotation`, `_apply`: the relation, plain
+//! → TLS), `monitoring` + `nagios` (prometheus, grafana, nrpe), `volume`
+//! (the data storage), `alarms`, `token`, `snap_upgrade` (etcd version
+//! upgrades through `channel`; its I/O and the `snap-upgrade` action in
+//! `snap_upgrade_apply`), `restore` (a restore's plan; `restore_apply` its
+//! apply half), `agent`, `running`, rule 7's `insecure` (no plain
+//! listener off loopback unless the operator asks) and `expiry`
+//! (certificate end dates); then the orchestrators: `observe` (model,
+//! disk, cluster → plain data), `plan` (the decision; pure), `apply` (the
+//! only code that changes anything); on top `actions` (+ `action_support`,
+//! `actions_ops`, `actions_debug`, `actions_creds`, `actions_restore`),
+//! `checks` (the `nrpe-check` plugins), `dryrun`, `dryrun_refresh` and
+//! `compat` (what `juju refresh` keeps, drops and refuses), `quiet`,
+//! `logging` (tracing → juju-log). `tests/house_layout.rs` fails on any
+//! import circle between files and on a floor importing from above.
 //!
 //! `sim` is a separate house: jujusim, a generic local Juju model that knows
 //! Juju and never etcd (its own map is in `sim/mod.rs`).

@@ -5,61 +5,19 @@
 //! with a message saying what to do, never a failed hook. No result or
 //! message carries key material.
 
+use super::action_support::snapshot_source;
+pub use super::action_support::{sha256_file, ActionCtx};
 use super::config::CharmConfig;
 use crate::error::{Error, Result};
-use crate::etcd::{self, ClusterView};
+use crate::etcd;
 use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
-use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// What every action needs: its parameters, this unit's client endpoint,
-/// and the client endpoints of its peers (own first).
-pub struct ActionCtx<'a> {
-    pub tools: &'a HookTools,
-    pub paths: &'a Paths,
-    pub params: Map<String, Value>,
-    pub unit: String,
-    pub own: String,
-    pub endpoints: Vec<String>,
-}
-
-impl ActionCtx<'_> {
-    pub fn string(&self, key: &str) -> String {
-        match self.params.get(key) {
-            Some(Value::String(s)) => s.trim().to_string(),
-            Some(Value::Null) | None => String::new(),
-            Some(v) => v.to_string(),
-        }
-    }
-
-    pub fn boolean(&self, key: &str) -> bool {
-        match self.params.get(key) {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s.trim() == "true",
-            _ => false,
-        }
-    }
-
-    pub fn log(&self, msg: &str) {
-        let _ = self.tools.action_log(msg);
-    }
-
-    /// The cluster as the first member that answers sees it (a voter
-    /// preferred), or an error telling the operator what to look at.
-    pub fn view(&self) -> Result<ClusterView> {
-        etcd::block_on(etcd::view(&self.endpoints)).map_err(|e| {
-            Error::Other(format!(
-                "no etcd member answers ({e}); check that etcd runs on this unit (juju status, the debug action)"
-            ))
-        })
-    }
-}
-
 fn context<'a>(tools: &'a HookTools, paths: &'a Paths) -> Result<ActionCtx<'a>> {
     let cfg = CharmConfig::parse(&tools.config_get()?).map_err(Error::Config)?;
-    let addr = tools.network_get_ingress(super::observe::CLIENT_ENDPOINT)?;
+    let addr = tools.network_get_ingress(super::observed::CLIENT_ENDPOINT)?;
     let scheme = match super::observe::local_tls(paths) {
         Some(_) => "https",
         None => "http",
@@ -67,7 +25,7 @@ fn context<'a>(tools: &'a HookTools, paths: &'a Paths) -> Result<ActionCtx<'a>> 
     let own = crate::addr::url(scheme, &addr, cfg.port);
     let mut endpoints = vec![own.clone()];
     if let Some(rel) = tools
-        .relation_ids(super::observe::PEER_ENDPOINT)?
+        .relation_ids(super::observed::PEER_ENDPOINT)?
         .into_iter()
         .next()
     {
@@ -150,36 +108,6 @@ pub fn snapshot_results(
         format!("juju scp {unit}:{} .", path.display()),
     );
     out
-}
-
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).map_err(crate::error::io("opening", path))?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(crate::error::io("reading", path))?;
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// A member that can serve a consistent snapshot: this unit's own when it
-/// is a started voter with a leader, else the first other one that is.
-pub(super) fn snapshot_source(ctx: &ActionCtx) -> Result<(String, etcd::MemberDetail)> {
-    let mut why = Vec::new();
-    for ep in &ctx.endpoints {
-        match etcd::block_on(etcd::member_detail(ep)) {
-            Ok(d) if d.leader != 0 && !d.is_learner && d.errors.is_empty() => {
-                return Ok((ep.clone(), d))
-            }
-            Ok(d) => why.push(format!(
-                "{ep}: not a healthy voter (leader {:x}, learner {}, errors {:?})",
-                d.leader, d.is_learner, d.errors
-            )),
-            Err(e) => why.push(e.to_string()),
-        }
-    }
-    Err(Error::Other(format!(
-        "no healthy member to take a snapshot from ({}); run the health action",
-        why.join("; ")
-    )))
 }
 
 fn snapshot(ctx: &ActionCtx) -> Result<Databag> {

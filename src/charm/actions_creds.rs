@@ -10,7 +10,7 @@
 //! dated name beside it first (nothing is deleted). The results name the
 //! path and how to copy it; never the key.
 
-use super::actions::ActionCtx;
+use super::action_support::ActionCtx;
 use crate::error::{io, Error, Result};
 use crate::etcd::ClientTls;
 use crate::hooktools::Databag;

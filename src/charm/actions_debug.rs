@@ -3,7 +3,7 @@
 //! member list, each member's status, versions and the unit's status.
 //! Every file is scrubbed of the cluster token before it is written.
 
-use super::actions::ActionCtx;
+use super::action_support::ActionCtx;
 use super::actions_ops as ops;
 use crate::error::{io, Error, Result};
 use crate::etcd;

@@ -3,7 +3,7 @@
 //! as the Python charm gave) and structured keys beside it. The shaping of
 //! results and the defrag order are pure; the calls are in `crate::etcd`.
 
-use super::actions::ActionCtx;
+use super::action_support::ActionCtx;
 use crate::error::{Error, Result};
 use crate::etcd::{self, ClusterView, Member, MemberDetail};
 use crate::hooktools::Databag;

@@ -8,8 +8,8 @@
 //! rejoin in their own hooks, one at a time. Killed part way, the next hook
 //! continues from the request; run again, the action resumes it.
 
-use super::actions::{sha256_file, ActionCtx};
-use super::observe::LeaderData;
+use super::action_support::{sha256_file, ActionCtx};
+use super::observed::LeaderData;
 use super::restore::{self, Request};
 use crate::context::HookContext;
 use crate::error::{io, Error, Result};
@@ -70,7 +70,9 @@ pub fn restore(ctx: &ActionCtx) -> Result<Databag> {
     out.insert("restore.id".into(), req.id.clone());
     out.insert(
         "restore.cluster-id".into(),
-        get(&after, super::plan::CLUSTER_ID).unwrap_or("").into(),
+        get(&after, super::observed::CLUSTER_ID)
+            .unwrap_or("")
+            .into(),
     );
     out.insert("restore.sha256".into(), req.sha256.clone());
     out.insert("restore.revisions".into(), revisions(ctx));
@@ -114,7 +116,7 @@ fn leader_data(ctx: &ActionCtx, hook: &HookContext) -> Result<LeaderData> {
     let mut l = LeaderData::default();
     if let Some(rel) = ctx
         .tools
-        .relation_ids(super::observe::PEER_ENDPOINT)?
+        .relation_ids(super::observed::PEER_ENDPOINT)?
         .into_iter()
         .next()
     {
@@ -130,7 +132,7 @@ fn leader_data(ctx: &ActionCtx, hook: &HookContext) -> Result<LeaderData> {
 fn set_leader_data(ctx: &ActionCtx, hook: &HookContext, d: &Databag) -> Result<()> {
     if let Some(rel) = ctx
         .tools
-        .relation_ids(super::observe::PEER_ENDPOINT)?
+        .relation_ids(super::observed::PEER_ENDPOINT)?
         .into_iter()
         .next()
     {
@@ -282,7 +284,7 @@ fn old_cluster(ctx: &ActionCtx, leader: &LeaderData) -> Result<u64> {
         return Ok(v.cluster_id());
     }
     if let Some(id) = leader
-        .get(super::plan::CLUSTER_ID)
+        .get(super::observed::CLUSTER_ID)
         .and_then(|s| u64::from_str_radix(s, 16).ok())
     {
         return Ok(id);
@@ -305,7 +307,7 @@ fn backup(ctx: &ActionCtx, id: &str) -> Result<(PathBuf, String)> {
         ctx.paths.from_config(&target)
     };
     std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
-    let (ep, detail) = super::actions::snapshot_source(ctx)?;
+    let (ep, detail) = super::action_support::snapshot_source(ctx)?;
     let size = u64::try_from(detail.db_size).unwrap_or(0);
     if let Some(msg) = crate::space::check("the backup", size, &dir) {
         return Err(Error::Other(msg));

@@ -3,8 +3,8 @@
 //! loopback GET, no hook tool), the one plan step that starts, replaces or
 //! stops it, its apply, and the notes its problems add to the status.
 
-use super::observe::Observed;
-use super::plan::{Plan, Step};
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::agent::options::listen_addr;
 use crate::agent::service::{self, Installed};
 use crate::agent::state::AgentState;
@@ -13,21 +13,8 @@ use crate::hooktools::StatusKind;
 use crate::paths::Paths;
 use crate::service::Service;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentSeen {
-    pub installed: Option<Installed>,
-    /// Its state, when it runs (Err: it did not answer).
-    pub state: Option<std::result::Result<AgentState, String>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentStep {
-    /// Start it with these arguments, replacing one that runs with others.
-    Ensure(Vec<String>),
-    Stop,
-    /// The remove hook: stopped, and its unit file gone.
-    Remove,
-}
+pub use super::observed::AgentSeen;
+pub use super::steps::AgentStep;
 
 impl std::fmt::Display for AgentStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -4,27 +4,19 @@
 //! too. And which members count as healthy peers. Observe reads (one alarm
 //! call where the hook already talks to etcd); the judging here is pure.
 
-use super::observe::Observed;
+use super::observed::Observed;
 use crate::etcd::{self, ClusterView};
 use crate::hooktools::StatusKind;
 use crate::space::human;
 use std::path::Path;
 use std::time::Duration;
 
+pub use super::observed::AlarmSeen;
+
 /// etcd's quota when none is configured.
 pub const DEFAULT_QUOTA: u64 = 2 << 30;
 /// How long the final status waits for a peer's answer.
 const PEER_PROBE: Duration = Duration::from_secs(2);
-
-/// One raised alarm, with the db size of the member that raised it (when
-/// that member answered).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AlarmSeen {
-    pub member: u64,
-    /// etcd-client's name: `Nospace`, `Corrupt`.
-    pub name: String,
-    pub db_size: Option<i64>,
-}
 
 /// The raised alarms as `endpoint` reports them: one call, and one status
 /// call per alarmed member only when there is an alarm.

@@ -2,8 +2,10 @@
 //! unit, the model or the cluster. Membership changes retry within the hook,
 //! with a bound, because etcd refuses them for a few seconds after the last.
 
-use super::observe::Observed;
-use super::plan::{self, Step};
+use super::desired;
+use super::observed::Observed;
+use super::observed::{CLUSTER, CLUSTER_ID, JOIN_PREFIX};
+use super::steps::Step;
 use crate::error::{io, Error, Result};
 use crate::etcd::{self, ClusterView};
 use crate::hooktools::{Databag, HookTools, StatusKind};
@@ -111,7 +113,7 @@ impl Applier<'_> {
         let o = self.observed;
         let mut eps = Vec::new();
         if let Ok(c) = &o.config {
-            eps.push(plan::client_url(o, c));
+            eps.push(desired::client_url(o, c));
         }
         eps.extend(
             o.peers
@@ -193,7 +195,7 @@ impl Applier<'_> {
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
             Step::SnapUpgrade(u) => return self.snap_upgrade(u),
-            Step::Tls(t) => super::certificates::apply(t, self.paths)?,
+            Step::Tls(t) => super::certificates_apply::apply(t, self.paths)?,
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
@@ -238,7 +240,7 @@ impl Applier<'_> {
         let o = self.observed;
         o.config
             .as_ref()
-            .map(|c| plan::client_url(o, c))
+            .map(|c| desired::client_url(o, c))
             .map_err(|e| Error::Config(e.clone()))
     }
 
@@ -315,10 +317,13 @@ impl Applier<'_> {
     fn record_cluster(&self) -> Result<()> {
         let v = self.view()?;
         let mut d = Databag::new();
-        d.insert(plan::CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
-        d.insert(plan::CLUSTER.into(), v.cluster_string(false));
+        d.insert(CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
+        d.insert(CLUSTER.into(), v.cluster_string(false));
         if let Ok(c) = &self.observed.config {
-            d.insert("leader_address".into(), plan::client_url(self.observed, c));
+            d.insert(
+                "leader_address".into(),
+                desired::client_url(self.observed, c),
+            );
         }
         self.set_leader_data(&d)
     }
@@ -355,8 +360,8 @@ impl Applier<'_> {
         initial.push_str(&format!("{name}={peer_url}"));
         let mut d = Databag::new();
         d.insert(
-            format!("{}{name}", plan::JOIN_PREFIX),
-            plan::format_join(id, &initial),
+            format!("{}{name}", JOIN_PREFIX),
+            desired::format_join(id, &initial),
         );
         self.set_leader_data(&d)?;
         Ok(None)
@@ -471,7 +476,7 @@ impl Applier<'_> {
         info!("removed member {name} ({id:x})");
         if self.observed.is_leader {
             let mut d = Databag::new();
-            d.insert(format!("{}{name}", plan::JOIN_PREFIX), String::new());
+            d.insert(format!("{}{name}", JOIN_PREFIX), String::new());
             self.set_leader_data(&d)?;
         }
         Ok(None)

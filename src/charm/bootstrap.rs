@@ -32,8 +32,9 @@
 //!   peer app databag) and the leader decides again, with the same token.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{desired_config, peer_url, Plan, Step};
+use super::desired::{desired_config, peer_url};
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::hooktools::{Databag, StatusKind};
 use crate::paths::Paths;
 use crate::render::{self, ClusterState};

@@ -40,8 +40,8 @@
 //!   CA pool would refuse new leaves): the status says so.
 
 use super::config::CharmConfig;
-use super::observe::{tolerate, Mode, Observed};
-use super::plan::{Plan, Step};
+use super::observed::{tolerate, Mode, Observed};
+use super::steps::{Plan, Step};
 use crate::context::HookContext;
 use crate::error::Result;
 use crate::hooktools::{Databag, HookTools, StatusKind};
@@ -50,7 +50,12 @@ use crate::tls::{self, legacy, v4, Pair, Protocol};
 use std::collections::BTreeSet;
 use tracing::info;
 
-pub use super::certificates_apply::apply;
+pub use super::certificates_stage::{
+    bridging, client_scheme, peer_scheme, stage, Stage, STAGE_KEY,
+};
+use super::certificates_stage::{current, label};
+pub use super::observed::{Certs, Offer, OnDiskPems, Pending, Secret};
+pub use super::steps::TlsStep;
 
 pub const ENDPOINT: &str = "certificates";
 /// `certificate_name` of our legacy request.
@@ -61,58 +66,10 @@ const CLIENT_CN: &str = "etcd-client";
 pub(super) const V4_KEY: &str = "etcd-charm-request.key";
 pub(super) const V4_CSR: &str = "etcd-charm-request.csr";
 
-/// A private key's PEM; never printed.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(pub String);
-
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "<redacted>")
     }
-}
-
-/// Our v4 key and its CSR as kept on disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pending {
-    pub csr: String,
-    pub key: Secret,
-}
-
-/// What the provider issued for this unit (parsed; keys redacted).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Offer {
-    pub ca: Option<String>,
-    pub server: Option<Pair>,
-    pub client: Option<Pair>,
-}
-
-/// The certificate texts in SNAP_COMMON (no keys).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OnDiskPems {
-    pub ca: Option<String>,
-    pub server: Option<String>,
-    pub client: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Certs {
-    /// `certificates:N` while related.
-    pub relation: Option<String>,
-    /// The provider application's name.
-    pub provider: Option<String>,
-    /// Our unit's databag in that relation.
-    pub own: Databag,
-    pub protocol: Option<Protocol>,
-    pub offer: Offer,
-    /// A provider message that did not parse.
-    pub problem: Option<String>,
-    pub pending: Option<Pending>,
-    pub disk: OnDiskPems,
-    /// The five files are there and consistent (`files::OnDisk::complete`).
-    pub files_complete: bool,
-    pub hostname: String,
-    /// The bind addresses of the cluster and db endpoints (network-get).
-    pub binds: Vec<String>,
 }
 
 pub(super) fn read(p: std::path::PathBuf) -> Option<String> {
@@ -258,133 +215,6 @@ pub fn observe(
     c.relation = Some(rel);
     c.provider = app_name;
     Ok(c)
-}
-
-/// How far this unit is on the way to TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Stage {
-    Plain,
-    /// Both transport sections; every URL still http.
-    Bridge,
-    /// https only.
-    Full,
-}
-
-/// What etcd.conf.yml on disk serves now.
-pub(super) fn current(o: &Observed) -> Stage {
-    let Some(found) = o.disk.found_config() else {
-        return Stage::Plain;
-    };
-    if super::observe::serves_https(found) {
-        Stage::Full
-    } else if bridging(Some(found)) {
-        Stage::Bridge
-    } else {
-        Stage::Plain
-    }
-}
-
-/// etcd.conf.yml carries the peer transport section with plain URLs: a
-/// bridged member (observe then reads the peers' databags for theirs).
-pub fn bridging(found: Option<&crate::layout::FoundConfig>) -> bool {
-    found.is_some_and(|f| {
-        f.raw
-            .get("peer-transport-security")
-            .is_some_and(|v| v.contains("cert-file"))
-            && !super::observe::serves_https(f)
-    })
-}
-
-/// This unit's peer databag key saying how far its running member is.
-pub const STAGE_KEY: &str = "tls";
-
-fn label(s: Stage) -> &'static str {
-    match s {
-        Stage::Plain => "",
-        Stage::Bridge => "bridge",
-        Stage::Full => "full",
-    }
-}
-
-/// Every member of the cluster this unit sees is bridged or on https
-/// peers: its unit says so, or its peer URL does.
-fn all_bridged(o: &Observed) -> bool {
-    let view = o
-        .local
-        .as_ref()
-        .filter(|v| !v.status.is_learner)
-        .or(o.cluster.as_ref());
-    view.is_some_and(|v| {
-        !v.members.is_empty()
-            && v.members.iter().all(|m| {
-                m.peer_urls.iter().any(|u| u.starts_with("https://"))
-                    || (m.name == o.member_name && current(o) == Stage::Bridge)
-                    || o.peers.iter().any(|(u, b)| {
-                        u.replace('/', "") == m.name
-                            && b.get(STAGE_KEY)
-                                .is_some_and(|s| s == "bridge" || s == "full")
-                    })
-            })
-    })
-}
-
-/// No member of a cluster this unit could join serves http peers.
-fn no_plain_peer(o: &Observed) -> bool {
-    match &o.cluster {
-        Some(v) => v
-            .members
-            .iter()
-            .all(|m| m.peer_urls.iter().all(|u| u.starts_with("https://"))),
-        None => !o
-            .peers
-            .values()
-            .any(|b| b.get("peer-url").is_some_and(|u| u.starts_with("http://"))),
-    }
-}
-
-/// This unit's stage, from the files, etcd.conf.yml and the member list.
-pub fn stage(o: &Observed) -> Stage {
-    if o.tls.is_none() && !o.certs.files_complete {
-        return Stage::Plain;
-    }
-    match current(o) {
-        Stage::Full => Stage::Full,
-        Stage::Bridge if all_bridged(o) => Stage::Full,
-        Stage::Bridge => Stage::Bridge,
-        Stage::Plain if o.local_ids().is_some() => Stage::Bridge,
-        Stage::Plain if no_plain_peer(o) => Stage::Full,
-        Stage::Plain => Stage::Plain,
-    }
-}
-
-pub fn peer_scheme(o: &Observed) -> &'static str {
-    if stage(o) == Stage::Full {
-        "https"
-    } else {
-        "http"
-    }
-}
-
-/// Clients follow the peers: https only once the member is.
-pub fn client_scheme(o: &Observed) -> &'static str {
-    peer_scheme(o)
-}
-
-/// What this plan adds for `certificates` (apply's half is [`apply`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TlsStep {
-    /// Our v4 request: a key (kept if there is one) and a CSR for these names.
-    NewCsr {
-        common_name: String,
-        sans: Vec<String>,
-    },
-    /// The five files, as issued.
-    WriteFiles(Box<tls::files::Material>),
-    /// ca.crt alone (a CA rotation's bundle, or the new CA once the old
-    /// one is dropped: certificates_rotation.rs).
-    WriteCa { pem: String, why: String },
-    /// Raft leadership to `to` before this member's peer URL changes.
-    MoveLeader { from_endpoint: String, to: u64 },
 }
 
 impl std::fmt::Display for TlsStep {

@@ -3,7 +3,7 @@
 //! when `bind_to_all_interfaces` is false, and the address a peer may dial
 //! from), the hostname and loopback (`tls::sans`).
 
-use super::observe::{tolerate, Mode, Observed, CLIENT_ENDPOINT, PEER_ENDPOINT};
+use super::observed::{tolerate, Mode, Observed, CLIENT_ENDPOINT, PEER_ENDPOINT};
 use crate::error::Result;
 use crate::hooktools::{HookTools, Invocation};
 use crate::tls;

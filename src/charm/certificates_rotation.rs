@@ -20,9 +20,9 @@
 //! old CA. A crash between a write and the restart leaves ca.crt ahead of
 //! the label: the next hook restarts again (in a turn) and then says so.
 
-use super::certificates::TlsStep;
-use super::observe::Observed;
-use super::plan::{Plan, Step};
+use super::observed::Observed;
+use super::steps::TlsStep;
+use super::steps::{Plan, Step};
 use crate::tls::{self, files::Material};
 
 /// Our peer databag key for the rotation's turn.

@@ -3,6 +3,7 @@
 //! line on stdout, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. They run
 //! outside any hook, so they find this unit's member through etcd.conf.yml.
 
+pub use super::verdict::{Level, Verdict};
 use crate::cli::NrpeCheck;
 use crate::etcd;
 use crate::paths::Paths;
@@ -13,14 +14,6 @@ use std::time::Duration;
 const CHECK_TIMEOUT: Duration = Duration::from_secs(8);
 const SNAP_UNIT: &str = "snap.etcd.etcd.service";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Ok = 0,
-    Warning = 1,
-    Critical = 2,
-    Unknown = 3,
-}
-
 impl Level {
     fn label(self) -> &'static str {
         match self {
@@ -30,13 +23,6 @@ impl Level {
             Level::Unknown => "UNKNOWN",
         }
     }
-}
-
-/// What a check found: its level and one line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    pub level: Level,
-    pub message: String,
 }
 
 impl Verdict {

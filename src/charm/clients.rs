@@ -2,8 +2,9 @@
 //! applications. Pure, like the rest of plan.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{client_url, Plan, Step};
+use super::desired::client_url;
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::hooktools::Databag;
 
 /// Client applications on `db` (the etcd interface: `connection_string`,

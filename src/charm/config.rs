@@ -42,6 +42,10 @@ pub struct CharmConfig {
     pub agent: crate::agent::options::AgentOptions,
 }
 
+/// The Python charm's plain-http client listener, loopback only.
+pub const INSECURE_HTTP_PORT: u16 = 4001;
+pub const INSECURE_HTTP_URL: &str = "http://127.0.0.1:4001";
+
 /// The largest quota etcd recommends (its docs: 8 GiB is the suggested
 /// maximum; beyond it bbolt's mmap and defrag times degrade).
 pub const MAX_QUOTA: i64 = 8 << 30;
@@ -313,7 +317,7 @@ impl CharmConfig {
         };
         let bind_with_insecure_http =
             boolean(m, "bind_with_insecure_http", d.bind_with_insecure_http)?;
-        let insecure_port = super::options::INSECURE_HTTP_PORT;
+        let insecure_port = INSECURE_HTTP_PORT;
         if bind_with_insecure_http && (port_ == insecure_port || management_port == insecure_port) {
             return Err(format!(
                 "config bind_with_insecure_http=true listens on 127.0.0.1:{insecure_port}, which port or management_port already uses"

@@ -11,22 +11,17 @@
 //! Which endpoints have relations comes from the goal-state the monitoring
 //! endpoints read anyway, so these cost no call in a hook without them.
 
-use super::observe::{tolerate, Mode, Observed};
-use super::plan::{Plan, Step};
+use super::observed::{tolerate, Mode, Observed};
+use super::steps::{Plan, Step};
 use crate::context::HookContext;
 use crate::error::Result;
 use crate::hooktools::{Databag, HookTools};
 use std::collections::BTreeSet;
 
+pub use super::observed::Endpoints;
+
 pub const PROXY: &str = "proxy";
 pub const CERTIFICATES: &str = "certificates";
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Endpoints {
-    /// Each `proxy` relation and this unit's databag in it.
-    pub proxies: Vec<(String, Databag)>,
-    pub certificates: bool,
-}
 
 /// Reads the proxy relations' own databags, only where goal-state says
 /// there are relations on those endpoints.

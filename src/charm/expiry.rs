@@ -22,29 +22,19 @@
 //! the relation is gone and that nothing renews them, with the date the
 //! first one runs out.
 
-use super::checks::{Level, Verdict};
-use super::observe::Observed;
-use super::plan::Plan;
+use super::observed::Observed;
+use super::steps::Plan;
+use super::verdict::{Level, Verdict};
 use crate::context::{Event, RelationKind};
 use crate::hooktools::StatusKind;
 use crate::paths::Paths;
 use crate::tls::files::{self, Found};
 
+pub use super::observed::CertDates;
+
 pub const WARN_DAYS: i64 = 14;
 pub const CRITICAL_DAYS: i64 = 7;
 const DAY: i64 = 86_400;
-
-/// What the certificates this unit serves with say about their end, and
-/// when that was read (the plan compares, it does not read the clock).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CertDates {
-    /// Seconds since the epoch when observe looked.
-    pub now: i64,
-    /// Each certificate (`server certificate`, …) and its notAfter.
-    pub certs: Vec<(String, i64)>,
-    /// Certificates that are missing or unreadable, with why.
-    pub unreadable: Vec<(String, String)>,
-}
 
 fn now_unix() -> i64 {
     std::time::SystemTime::now()
@@ -172,7 +162,7 @@ pub fn judge(d: &CertDates) -> Verdict {
 /// etcd.conf.yml serves https.
 pub fn check(paths: &Paths) -> Verdict {
     let https = matches!(crate::layout::read_found_config(paths),
-        Some(Ok(c)) if super::observe::serves_https(&c));
+        Some(Ok(c)) if super::observed::serves_https(&c));
     if !https {
         return Verdict {
             level: Level::Ok,

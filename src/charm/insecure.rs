@@ -29,8 +29,9 @@
 //!   keeps the cluster serving.
 //! - The option set: plain http is served and the active status says so.
 
-use super::observe::Observed;
-use super::plan::{desired_config, Plan, Step};
+use super::desired::desired_config;
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::context::Event;
 use crate::hooktools::StatusKind;
 use crate::paths::Paths;

@@ -4,11 +4,12 @@
 //! Pure, like the rest of plan.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{
-    cluster_exists, desired_config, parse_cluster, parse_join, peer_url, stale_own_member, Plan,
-    Step, JOIN_PREFIX,
+use super::desired::{
+    cluster_exists, desired_config, parse_cluster, parse_join, peer_url, stale_own_member,
 };
+use super::observed::Observed;
+use super::observed::JOIN_PREFIX;
+use super::steps::{Plan, Step};
 use crate::hooktools::StatusKind;
 use crate::layout::Role;
 use crate::paths::Paths;

@@ -3,8 +3,10 @@
 //! membership change in flight at a time, decided from the live member list.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{parse_join, peer_url, Plan, Step, CLUSTER, CLUSTER_ID, JOIN_PREFIX};
+use super::desired::{parse_join, peer_url};
+use super::observed::Observed;
+use super::observed::{CLUSTER, CLUSTER_ID, JOIN_PREFIX};
+use super::steps::{Plan, Step};
 use crate::etcd::{ClusterView, Member};
 use crate::hooktools::StatusKind;
 
@@ -54,7 +56,7 @@ pub(super) fn plan_leader(o: &Observed, c: &CharmConfig, view: &ClusterView, p: 
     }
     // A unit whose member lost its log (stale-member): remove the old voter,
     // quorum permitting; the joiner logic then adds the unit as a learner.
-    let own_stale = super::plan::stale_own_member(o, c).map(|id| (o.member_name.clone(), id));
+    let own_stale = super::desired::stale_own_member(o, c).map(|id| (o.member_name.clone(), id));
     let peer_stale = o.peers.values().find_map(|b| {
         let id = u64::from_str_radix(b.get("stale-member")?, 16).ok()?;
         let m = view.by_id(id)?;

@@ -1,6 +1,12 @@
 //! The reconcile loop every hook runs: observe → plan → apply, repeated
 //! while a pass made progress (bounded), then one status by priority.
+//!
+//! Files import downward only (the map is in lib.rs): the vocabulary
+//! (`observed`, `steps`, `desired`, `config`, …) below the concerns, the
+//! concerns below the orchestrators (`observe`, `plan`, `apply`), and
+//! those below the actions, the dry run and this loop.
 
+mod action_support;
 pub mod actions;
 pub mod actions_creds;
 pub mod actions_debug;
@@ -14,10 +20,12 @@ pub mod certificates;
 mod certificates_apply;
 mod certificates_names;
 pub mod certificates_rotation;
+mod certificates_stage;
 pub mod checks;
 mod clients;
 pub mod compat;
 pub mod config;
+pub mod desired;
 pub mod dryrun;
 pub mod dryrun_refresh;
 pub mod endpoints;
@@ -30,15 +38,20 @@ pub mod logging;
 pub mod monitoring;
 pub mod nagios;
 pub mod observe;
+pub mod observed;
 pub mod options;
 pub mod plan;
 pub mod quiet;
 pub mod restore;
+mod restore_apply;
 mod running;
 pub mod snap_upgrade;
 mod snap_upgrade_apply;
+pub mod steps;
 pub mod token;
 pub mod turn;
+mod turn_apply;
+mod verdict;
 mod volume;
 mod with_wal;
 

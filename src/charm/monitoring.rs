@@ -11,17 +11,20 @@
 //! random value a new request needs; [`plan`] is pure; [`apply`] writes.
 
 use super::nagios;
-use super::observe::{Mode, Observed};
-use super::plan::{Plan, Step};
+use super::observed::{Mode, Observed};
+use super::steps::{Plan, Step};
 use crate::context::{Event, HookContext, RelationKind};
 use crate::error::{io, Result};
 use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
 use crate::service::{Backend, Service};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
+
+pub use super::observed::{Monitoring, RelationData};
+pub use super::steps::MonitoringStep;
 
 pub const PROMETHEUS: &str = "prometheus";
 pub const GRAFANA: &str = "grafana";
@@ -35,61 +38,10 @@ const REQUEST_PREFIX: &str = "request_";
 pub const REQUESTS_BY: &str = "monitoring-requests-by";
 const RESPONSE_PREFIX: &str = "response_";
 
-/// One relation on a monitoring endpoint, as this unit sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RelationData {
-    pub id: String,
-    /// This unit's databag in it.
-    pub own: Databag,
-    /// Remote units still in the relation (not the departing one), with
-    /// their databags.
-    pub remotes: BTreeMap<String, Databag>,
-    /// A uuid4 drawn by observe for a request that has none yet (leader,
-    /// prometheus and grafana only; empty otherwise).
-    pub fresh_id: String,
-}
-
 impl RelationData {
     fn remote_app(&self) -> Option<&str> {
         self.remotes.keys().next().and_then(|u| u.split('/').next())
     }
-}
-
-/// What the monitoring endpoints need, read once per pass.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Monitoring {
-    /// False when the relations could not be read (an upgrade dry run
-    /// without hook tools): then nothing is planned for them.
-    pub known: bool,
-    pub prometheus: Vec<RelationData>,
-    pub grafana: Vec<RelationData>,
-    pub nrpe: Vec<RelationData>,
-    /// Nagios check files of ours found on disk: canonical path → text.
-    pub nrpe_files: BTreeMap<PathBuf, String>,
-    /// The binary nrpe runs for our checks.
-    pub check_binary: PathBuf,
-    pub snap_backend: bool,
-    /// Every endpoint goal-state says has a relation (read once here; the
-    /// proxy and certificates endpoints use it too).
-    pub related: BTreeSet<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MonitoringStep {
-    /// This unit's databag in a monitoring relation (an empty value deletes).
-    Publish { relation: String, data: Databag },
-    /// Nagios check files (canonical paths) written atomically or removed,
-    /// then nagios-nrpe-server restarted where it is installed.
-    NrpeFiles {
-        write: BTreeMap<PathBuf, String>,
-        remove: Vec<PathBuf>,
-    },
-    /// A provider answered our request with a failure: logged as a warning.
-    Refused {
-        relation: String,
-        unit: String,
-        reason: String,
-    },
 }
 
 impl std::fmt::Display for MonitoringStep {
@@ -562,7 +514,9 @@ pub fn apply(step: &MonitoringStep, tools: &HookTools, paths: &Paths) -> Result<
         MonitoringStep::Publish { relation, data } => tools.relation_set(relation, data)?,
         MonitoringStep::NrpeFiles { write, remove } => {
             for (path, text) in write {
-                super::apply::write_atomic(&paths.host(path), text)?;
+                let host = paths.host(path);
+                crate::durable::write_atomic(&host, text.as_bytes())
+                    .map_err(io("writing", &host))?;
             }
             for path in remove {
                 let host = paths.host(path);

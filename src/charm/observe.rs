@@ -2,149 +2,18 @@
 //! data. Reads only; every write is apply's.
 
 use super::config::CharmConfig;
+use super::observed::tolerate;
+pub use super::observed::{
+    serves_https, LeaderData, Mode, Observed, CLIENT_ENDPOINT, PEER_ENDPOINT, URL_KEYS,
+};
 use crate::context::{Event, HookContext, RelationKind};
 use crate::error::Result;
-use crate::etcd::{self, ClusterView};
+use crate::etcd;
 use crate::hooktools::{Databag, HookTools};
-use crate::layout::{self, DiskLayout};
+use crate::layout;
 use crate::paths::Paths;
 use crate::service::Service;
-use crate::wal::WalIds;
 use std::collections::BTreeMap;
-
-pub const PEER_ENDPOINT: &str = "cluster";
-pub const CLIENT_ENDPOINT: &str = "db";
-
-/// Leadership data as read from both places Juju may keep it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LeaderData {
-    /// The peer relation's app databag (Juju 4's home for it).
-    pub app: Databag,
-    /// `leader-get` (empty under Juju 4).
-    pub legacy: Databag,
-}
-
-impl LeaderData {
-    /// App databag first, then leader-get.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.app
-            .get(key)
-            .or_else(|| self.legacy.get(key))
-            .map(|s| s.as_str())
-            .filter(|s| !s.is_empty())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
-    pub event: Event,
-    pub unit: String,
-    pub member_name: String,
-    /// Set in relation-departed hooks.
-    pub departing_unit: Option<String>,
-    pub is_leader: bool,
-    pub has_leader_tools: bool,
-    pub config: std::result::Result<CharmConfig, String>,
-    pub leader: LeaderData,
-    /// `cluster:N` once the peer relation exists.
-    pub peer_relation: Option<String>,
-    /// Client relations on `db`, each with this unit's databag in it.
-    pub clients: Vec<(String, Databag)>,
-    pub own_bag: Databag,
-    /// Remote peer units and their databags.
-    pub peers: BTreeMap<String, Databag>,
-    pub address: String,
-    pub client_address: String,
-    pub disk: DiskLayout,
-    /// etcd.conf.yml as it is now, for diffs and change detection.
-    pub config_text: Option<String>,
-    /// The drop-in as it is now (snap backend only).
-    pub dropin_text: Option<String>,
-    /// The etcd version we can run, None when etcd is not installed.
-    pub etcd_version: Option<String>,
-    pub active: bool,
-    /// This unit's own member, when it answers.
-    pub local: Option<ClusterView>,
-    /// The cluster as any reachable member sees it (own member first).
-    pub cluster: Option<ClusterView>,
-    /// The prometheus, grafana and nrpe-external-master endpoints.
-    pub monitoring: super::monitoring::Monitoring,
-    /// A freshly generated candidate token (or why none could be had): the
-    /// randomness is read here so the plan stays pure; the plan uses it
-    /// only when no record of a token exists and it must create one.
-    pub fresh_token: std::result::Result<String, String>,
-    /// When is-leader was asked, if it answered true (see lease.rs).
-    pub leader_seen: Option<std::time::Instant>,
-    /// goal-state's units (name → status), read by the leader only when a
-    /// started member matches no peer unit; None when not read.
-    pub goal_units: Option<BTreeMap<String, String>>,
-    /// The proxy and certificates endpoints (endpoints.rs).
-    pub endpoints: super::endpoints::Endpoints,
-    /// The `data` storage volume: fstab, mount, attached device.
-    pub storage: crate::storage::StorageFacts,
-    /// Alarms raised in the cluster (read only when this unit's member
-    /// answers: one call).
-    pub alarms: Vec<super::alarms::AlarmSeen>,
-    /// Size of the file system holding the data dir (to judge the quota).
-    pub data_fs_bytes: Option<u64>,
-    /// The client pair and CA in /var/snap/etcd/common, read only when
-    /// etcd.conf.yml serves https (a TLS member of the Python charm, or one
-    /// this charm took over): then this unit keeps TLS with those files.
-    pub tls: Option<etcd::ClientTls>,
-    /// The key type of the server certificate the kept TLS serves with:
-    /// `tls_cipher_suites` must fit it (interfaces.md §4).
-    pub server_key: Option<crate::tls::cert::KeyType>,
-    /// The notAfter of the certificates the kept TLS serves with, and the
-    /// clock (expiry.rs); None without TLS.
-    pub cert_dates: Option<super::expiry::CertDates>,
-    /// The etcd snap as `snap list` shows it (snap backend; snap_upgrade.rs).
-    pub snap: Option<super::snap_upgrade::SnapSeen>,
-    /// The maintenance agent as it runs now (hooks only; None in a dry run).
-    pub agent: Option<super::agent::AgentSeen>,
-    /// The `certificates` relation and the files (certificates.rs).
-    pub certs: super::certificates::Certs,
-}
-
-impl Observed {
-    /// The member this unit's canonical data dir holds, if any.
-    pub fn local_ids(&self) -> Option<WalIds> {
-        self.disk
-            .locations
-            .iter()
-            .find(|l| l.role == layout::Role::Canonical)
-            .and_then(|l| l.member.as_ref().ok().copied().flatten())
-    }
-
-    /// A departed hook for this unit itself, or the peer relation broken:
-    /// Juju is tearing this unit down.
-    pub fn is_leaving(&self) -> bool {
-        let own_departure =
-            self.is_departed_hook() && self.departing_unit.as_deref() == Some(self.unit.as_str());
-        let broken = matches!(
-            &self.event,
-            Event::Relation { endpoint, kind: RelationKind::Broken } if endpoint == PEER_ENDPOINT
-        );
-        own_departure || broken
-    }
-
-    pub fn is_departed_hook(&self) -> bool {
-        matches!(
-            &self.event,
-            Event::Relation { endpoint, kind: RelationKind::Departed } if endpoint == PEER_ENDPOINT
-        )
-    }
-}
-
-/// How observe treats the model's hook tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// A hook: every tool must answer, or the hook fails (and is retried).
-    Hook,
-    /// The upgrade dry run: a tool that fails is noted and a stand-in
-    /// value used. `tools: false` when no hook tools are on PATH at all
-    /// (run over plain ssh): then none is called.
-    DryRun { tools: bool },
-}
 
 /// Everything the hook needs, in one pass. Failures of the model's hook
 /// tools are errors (the hook is retried); an unreachable cluster is data.
@@ -155,28 +24,6 @@ pub fn observe(
     service: &Service,
 ) -> Result<Observed> {
     observe_with(ctx, tools, paths, service, Mode::Hook).map(|(o, _)| o)
-}
-
-/// A hook tool's answer, or in a dry run its stand-in (and a note of what
-/// could not be read).
-pub(super) fn tolerate<T>(
-    mode: Mode,
-    unread: &mut Vec<String>,
-    what: &str,
-    call: impl FnOnce() -> std::result::Result<T, crate::hooktools::HookToolError>,
-    stand_in: impl FnOnce() -> T,
-) -> Result<T> {
-    match mode {
-        Mode::Hook => Ok(call()?),
-        Mode::DryRun { tools: false } => Ok(stand_in()),
-        Mode::DryRun { tools: true } => match call() {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                unread.push(format!("{what}: {e}"));
-                Ok(stand_in())
-            }
-        },
-    }
 }
 
 /// The host part of the first URL in a comma-separated list.
@@ -367,8 +214,8 @@ pub fn observe_with(
             peers.insert(unit, bag);
         }
     }
-    let app_complete = leader.app.contains_key(super::plan::TOKEN)
-        && leader.app.contains_key(super::plan::CLUSTER_ID);
+    let app_complete = leader.app.contains_key(super::observed::TOKEN)
+        && leader.app.contains_key(super::observed::CLUSTER_ID);
     if has_leader_tools && !(settled_voter && app_complete) {
         leader.legacy = tolerate(
             mode,
@@ -428,7 +275,7 @@ pub fn observe_with(
         Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
         None => Vec::new(),
     };
-    let snap = super::snap_upgrade_apply::observe(service, paths, config.as_ref().ok());
+    let snap = super::snap_upgrade::observe(service, paths, config.as_ref().ok());
     let certs = super::certificates::observe(ctx, tools, paths, mode, u, &monitoring.related)?;
     let observed = Observed {
         certs,
@@ -470,14 +317,6 @@ pub fn observe_with(
     Ok((observed, unread))
 }
 
-/// The etcd.conf.yml keys that say which scheme a member serves.
-pub const URL_KEYS: [&str; 4] = [
-    "initial-advertise-peer-urls",
-    "advertise-client-urls",
-    "listen-peer-urls",
-    "listen-client-urls",
-];
-
 /// For code that runs without observe (actions, nrpe checks): the client
 /// pair when this unit's etcd.conf.yml serves https and the files are
 /// there, also installed as the process-wide pair (`etcd::set_client_tls`).
@@ -488,13 +327,6 @@ pub fn local_tls(paths: &Paths) -> Option<etcd::ClientTls> {
         .flatten();
     etcd::set_client_tls(tls.clone());
     tls
-}
-
-/// Whether a found etcd.conf.yml serves any URL over https.
-pub fn serves_https(c: &layout::FoundConfig) -> bool {
-    URL_KEYS
-        .iter()
-        .any(|k| c.raw.get(*k).is_some_and(|v| v.contains("https://")))
 }
 
 #[cfg(test)]

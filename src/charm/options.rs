@@ -5,13 +5,10 @@
 //! (config.rs): TLS and the nrpe checks use them.
 
 use super::config::{CharmConfig, SnapdRefresh};
-use super::observe::Observed;
-use super::plan::Step;
+pub use super::config::{INSECURE_HTTP_PORT, INSECURE_HTTP_URL};
+use super::observed::Observed;
+use super::steps::Step;
 use crate::context::Event;
-
-/// The Python charm's plain-http client listener, loopback only.
-pub const INSECURE_HTTP_PORT: u16 = 4001;
-pub const INSECURE_HTTP_URL: &str = "http://127.0.0.1:4001";
 
 /// etcd's client listeners: the configured one, plus the loopback http one
 /// when `bind_with_insecure_http` asks for it.

@@ -22,236 +22,21 @@
 
 use super::certificates as certs;
 use super::config::CharmConfig;
+pub use super::desired::{
+    client_url, desired_config, format_join, parse_join, peer_url, scheme, stale_own_member,
+};
+use super::desired::{cluster_exists, recorded_cluster};
 use super::leader::{plan_leader, plan_stop};
-use super::observe::{LeaderData, Observed};
-use super::token::{self, TokenSource};
+use super::observed::{LeaderData, Observed};
+pub use super::observed::{CLUSTER, CLUSTER_ID, JOIN_PREFIX, TOKEN};
+pub use super::steps::{Plan, Step};
+use super::token;
 use crate::context::Event;
 use crate::hooktools::{Databag, StatusKind};
 use crate::layout::Role;
-use crate::migrate::{self, Migration, MigrationStep};
+use crate::migrate::{self, Migration};
 use crate::paths::Paths;
-use crate::render::{ClusterState, EtcdConfig, EtcdTls};
 use crate::wal::WalIds;
-use std::path::PathBuf;
-
-/// Keys in leadership data.
-pub const TOKEN: &str = "token";
-pub const CLUSTER_ID: &str = "cluster-id";
-pub const CLUSTER: &str = "cluster";
-pub const JOIN_PREFIX: &str = "join-";
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    InstallEtcd,
-    /// Writes the drop-in and reloads systemd (snap backend).
-    WriteDropIn,
-    /// The remove hook: once the charm is gone its ExecStartPre would
-    /// point at nothing.
-    RemoveDropIn,
-    /// Leadership data, written to the peer app databag and (Juju < 4) leader-set.
-    SetLeaderData(Databag),
-    /// This unit's peer databag.
-    Publish(Databag),
-    /// This unit's databag in a client (`db`) relation.
-    PublishClient {
-        relation: String,
-        data: Databag,
-    },
-    WriteConfig {
-        text: String,
-        why: String,
-        /// What `text` renders; apply validates it before writing.
-        config: Box<EtcdConfig>,
-    },
-    /// `member update`: the unit's peer address changed.
-    UpdatePeerUrl {
-        id: u64,
-        peer_url: String,
-    },
-    StartEtcd,
-    RestartEtcd,
-    StopEtcd,
-    /// Until this unit's member answers, bounded.
-    WaitMember,
-    /// Leader: record the live cluster's ID and voters in leadership data.
-    RecordCluster,
-    /// Leader: `member add --learner` (idempotent) and publish the join record.
-    AddMember {
-        name: String,
-        peer_url: String,
-    },
-    PromoteLearner {
-        name: String,
-        id: u64,
-    },
-    /// Against a healthy cluster only; moves raft leadership off it first.
-    RemoveMember {
-        name: String,
-        id: u64,
-    },
-    /// Moves a data dir's `member/` to a dated backup beside it.
-    MoveDataAside {
-        data_dir: PathBuf,
-        reason: String,
-    },
-    OpenPort(u16),
-    /// The client port etcd.conf.yml advertised before `port` changed.
-    ClosePort(u16),
-    SetVersion(String),
-    /// Moves this unit's member toward the canonical data dir (migrate.rs).
-    Migrate(MigrationStep),
-    /// The running member must be the one its WAL records; else blocked.
-    VerifyMember(WalIds),
-    /// Snap backend: hold etcd's auto-refresh, or set snapd's timer (options.rs).
-    SnapdRefresh(super::config::SnapdRefresh),
-    /// prometheus, grafana, nrpe-external-master (monitoring.rs).
-    Monitoring(super::monitoring::MonitoringStep),
-    /// Waits (bounded) for the cluster-wide rolling turn (charm/turn.rs).
-    TakeTurn {
-        reason: String,
-    },
-    /// Once every voter is healthy again.
-    ReleaseTurn,
-    /// Prepares or releases the `data` storage volume (storage.rs).
-    Volume(crate::storage::VolumeStep),
-    /// An etcd version upgrade through the snap channel (snap_upgrade.rs).
-    SnapUpgrade(super::snap_upgrade::UpgradeStep),
-    /// A step of a restore (restore.rs).
-    Restore(super::restore::RestoreStep),
-    /// Starts, replaces or stops the maintenance agent (charm/agent.rs).
-    Agent(super::agent::AgentStep),
-    /// The `certificates` relation's steps (certificates.rs).
-    Tls(super::certificates::TlsStep),
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Step::InstallEtcd => write!(f, "install etcd"),
-            Step::WriteDropIn => write!(f, "write the systemd drop-in"),
-            Step::RemoveDropIn => write!(f, "remove the systemd drop-in"),
-            Step::SetLeaderData(d) => {
-                let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
-                write!(f, "set leadership data {}", keys.join(", "))
-            }
-            Step::Publish(d) => {
-                let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
-                write!(f, "publish {} in this unit's peer databag", keys.join(", "))
-            }
-            Step::PublishClient { relation, data } => {
-                let keys: Vec<&str> = data.keys().map(|k| k.as_str()).collect();
-                write!(f, "publish {} on {relation}", keys.join(", "))
-            }
-            Step::WriteConfig { why, .. } => write!(f, "write etcd.conf.yml ({why})"),
-            Step::StartEtcd => write!(f, "start etcd"),
-            Step::RestartEtcd => write!(f, "restart etcd"),
-            Step::StopEtcd => write!(f, "stop etcd"),
-            Step::WaitMember => write!(f, "wait for this member to answer"),
-            Step::RecordCluster => {
-                write!(f, "record the cluster ID and members in leadership data")
-            }
-            Step::AddMember { name, peer_url } => {
-                write!(f, "add {name} ({peer_url}) as a learner")
-            }
-            Step::PromoteLearner { name, id } => write!(f, "promote learner {name} ({id:x})"),
-            Step::UpdatePeerUrl { id, peer_url } => {
-                write!(f, "update member {id:x}'s peer URL to {peer_url}")
-            }
-            Step::RemoveMember { name, id } => write!(f, "remove member {name} ({id:x})"),
-            Step::MoveDataAside { data_dir, reason } => {
-                write!(f, "move {}/member aside ({reason})", data_dir.display())
-            }
-            Step::OpenPort(p) => write!(f, "open port {p}/tcp"),
-            Step::ClosePort(p) => write!(f, "close port {p}/tcp"),
-            Step::SetVersion(v) => write!(f, "set the application version to {v}"),
-            Step::Migrate(m) => write!(f, "{m}"),
-            Step::VerifyMember(ids) => {
-                write!(f, "check that the running member is {ids}")
-            }
-            Step::SnapdRefresh(r) => write!(f, "{r}"),
-            Step::Monitoring(m) => write!(f, "{m}"),
-            Step::TakeTurn { reason } => {
-                write!(f, "take the cluster's rolling turn ({reason})")
-            }
-            Step::ReleaseTurn => {
-                write!(f, "give back the rolling turn once every voter is healthy")
-            }
-            Step::Volume(v) => write!(f, "{v}"),
-            Step::SnapUpgrade(u) => write!(f, "{u}"),
-            Step::Restore(r) => write!(f, "{r}"),
-            Step::Agent(a) => write!(f, "{a}"),
-            Step::Tls(t) => write!(f, "{t}"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Plan {
-    pub steps: Vec<Step>,
-    /// Statuses the plan already knows (blocked/waiting reasons).
-    pub status: Vec<(StatusKind, String)>,
-    pub token: Option<(String, TokenSource)>,
-    /// What this plan writes commits only when the hook exits 0 (the
-    /// bootstrap decision under Juju 4): end the hook after it, no next pass.
-    pub commit_first: bool,
-    /// Said after "Healthy with N known peers" when the unit is active.
-    pub notes: Vec<String>,
-}
-
-impl Plan {
-    /// Blocked means nothing touched: the steps planned before the reason
-    /// was found (install etcd, the drop-in and its daemon-reload, a
-    /// migration's stop and moves) are dropped, and only the status stays.
-    /// None must survive: the status is not a step (the hook sets it at the
-    /// end), and what was dropped is planned again once the operator fixes
-    /// the input.
-    fn block(mut self, msg: impl Into<String>) -> Plan {
-        self.steps.clear();
-        self.status.push((StatusKind::Blocked, msg.into()));
-        self
-    }
-    pub(super) fn wait(&mut self, msg: impl Into<String>) {
-        self.status.push((StatusKind::Waiting, msg.into()));
-    }
-}
-
-/// `https` when this unit keeps TLS (observe found the files beside an
-/// https etcd.conf.yml), `http` otherwise.
-pub fn scheme(o: &Observed) -> &'static str {
-    if o.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    }
-}
-
-pub fn peer_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(certs::peer_scheme(o), &o.address, c.management_port)
-}
-
-pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
-    crate::addr::url(certs::client_scheme(o), &o.client_address, c.port)
-}
-
-/// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
-/// Python charm wrote, where it wrote them (paths as etcd sees them).
-fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
-    (certs::stage(o) != certs::Stage::Plain).then_some(())?;
-    let f = crate::tls::files::TlsPaths::new(paths);
-    let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
-    Some(EtcdTls {
-        cert_file: s(f.server_cert),
-        key_file: s(f.server_key),
-        trusted_ca_file: s(f.ca),
-        // Suites that do not fit the key have blocked the plan already
-        // (tls_cipher_suites_misfit); an empty list keeps Go's defaults.
-        cipher_suites: o
-            .server_key
-            .as_ref()
-            .and_then(|k| crate::tls::ciphers::usable_for(&c.tls_cipher_suites, k).ok())
-            .unwrap_or_default(),
-    })
-}
 
 /// `tls_cipher_suites` on a unit that serves TLS must leave the server's
 /// key a suite to use (ECDHE_RSA-only suites on an ECDSA key fail every
@@ -264,71 +49,6 @@ fn tls_cipher_suites_misfit(o: &Observed, c: &CharmConfig) -> Option<String> {
     crate::tls::ciphers::usable_for(&c.tls_cipher_suites, key)
         .err()
         .map(|e| format!("config {e}"))
-}
-
-/// Parses a join record: `<member id hex> <initial-cluster>`.
-pub fn parse_join(v: &str) -> Option<(u64, String)> {
-    let (id, cluster) = v.split_once(' ')?;
-    Some((u64::from_str_radix(id, 16).ok()?, cluster.to_string()))
-}
-
-pub fn format_join(id: u64, initial_cluster: &str) -> String {
-    format!("{id:x} {initial_cluster}")
-}
-
-pub(super) fn parse_cluster(s: &str) -> Vec<(String, String)> {
-    s.split(',')
-        .filter_map(|p| p.split_once('='))
-        .map(|(n, u)| (n.trim().to_string(), u.trim().to_string()))
-        .collect()
-}
-
-pub fn desired_config(
-    o: &Observed,
-    c: &CharmConfig,
-    paths: &Paths,
-    token: &str,
-    state: ClusterState,
-    initial_cluster: Vec<(String, String)>,
-) -> EtcdConfig {
-    let peer = peer_url(o, c);
-    let client = client_url(o, c);
-    let (listen_peer, listen_client) = if c.bind_to_all_interfaces {
-        (
-            crate::addr::url(certs::peer_scheme(o), "0.0.0.0", c.management_port),
-            crate::addr::url(certs::client_scheme(o), "0.0.0.0", c.port),
-        )
-    } else {
-        (peer.clone(), client.clone())
-    };
-    EtcdConfig {
-        name: o.member_name.clone(),
-        data_dir: paths.data_dir().to_string_lossy().into_owned(),
-        listen_peer_urls: vec![listen_peer],
-        listen_client_urls: super::options::listen_client_urls(c, listen_client),
-        initial_advertise_peer_urls: vec![peer],
-        advertise_client_urls: vec![client],
-        initial_cluster,
-        initial_cluster_token: token.to_string(),
-        initial_cluster_state: state,
-        snapshot_count: c.snapshot_count,
-        heartbeat_interval: c.heartbeat_interval,
-        election_timeout: c.election_timeout,
-        strict_reconfig_check: true,
-        storage: c.storage_options(),
-        tls: etcd_tls(o, c, paths),
-    }
-}
-
-/// The fields whose change needs a restart (etcd ignores `initial-*` once
-/// its data dir holds a WAL).
-pub(super) fn runtime_part(c: &EtcdConfig) -> EtcdConfig {
-    EtcdConfig {
-        initial_cluster: vec![],
-        initial_cluster_token: String::new(),
-        initial_cluster_state: ClusterState::Existing,
-        ..c.clone()
-    }
 }
 
 /// Keys held in one home of leadership data but not the other (e.g. written
@@ -360,7 +80,7 @@ fn tls_in_use(o: &Observed) -> Option<String> {
         return None;
     }
     let found = o.disk.found_config()?;
-    let tls: Vec<&str> = super::observe::URL_KEYS
+    let tls: Vec<&str> = super::observed::URL_KEYS
         .into_iter()
         .filter(|k| found.raw.get(*k).is_some_and(|v| v.contains("https://")))
         .collect();
@@ -370,33 +90,6 @@ fn tls_in_use(o: &Observed) -> Option<String> {
             tls.join(", ")
         )
     })
-}
-
-/// True when anything says a cluster already exists: never bootstrap then.
-pub(super) fn cluster_exists(o: &Observed) -> bool {
-    o.leader.get(CLUSTER_ID).is_some()
-        || o.cluster.is_some()
-        || o.local_ids().is_some()
-        || o.peers
-            .values()
-            .any(|b| b.get("member-id").is_some_and(|v| !v.is_empty()))
-}
-
-/// No WAL here, etcd down, yet the cluster lists a started member under
-/// this unit's peer URL: that is this unit's old voter, whose log is gone.
-pub fn stale_own_member(o: &Observed, c: &CharmConfig) -> Option<u64> {
-    if o.active || o.local_ids().is_some() {
-        return None;
-    }
-    let m = o.cluster.as_ref()?.by_peer_url(&peer_url(o, c))?;
-    (!m.name.is_empty()).then_some(m.id)
-}
-
-/// The recorded cluster ID, from leadership data.
-pub(super) fn recorded_cluster(o: &Observed) -> Option<u64> {
-    o.leader
-        .get(CLUSTER_ID)
-        .and_then(|s| u64::from_str_radix(s, 16).ok())
 }
 
 /// This unit's running member belongs to a cluster other than the recorded

@@ -1,7 +1,8 @@
 //! The restore, as hooks carry it out: the `restore` action
 //! (actions_restore.rs) checks the snapshot, backs the current data up and
 //! records a request in leadership data; this plan then moves every unit
-//! from the old cluster to the restored one. Pure plan, apply half below.
+//! from the old cluster to the restored one. Pure plan; the apply half is
+//! restore_apply.rs.
 //!
 //! # Expected flow (decided from leadership data and each unit's WAL only)
 //! 1. The request `restore=<id> <unit> <sha256> <old cluster> <file>` names
@@ -33,15 +34,18 @@
 //!   re-list; etcd 3.4 (`etcdctl`) has no bump: revisions go back to the
 //!   snapshot's (README).
 
-use super::observe::Observed;
-use super::plan::{desired_config, peer_url, Plan, Step, CLUSTER, CLUSTER_ID};
+use super::desired::{desired_config, peer_url};
+use super::observed::Observed;
+use super::observed::{CLUSTER, CLUSTER_ID};
+use super::steps::{Plan, Step};
 use crate::error::{io, Error, Result};
 use crate::hooktools::{Databag, StatusKind};
 use crate::layout::Role;
 use crate::paths::Paths;
 use crate::render::{self, ClusterState};
 use std::path::{Path, PathBuf};
-use tracing::info;
+
+pub use super::steps::RestoreStep;
 
 /// Leadership-data key of the request (written by the action).
 pub const REQUEST: &str = "restore";
@@ -85,26 +89,6 @@ impl Request {
             file: PathBuf::from(it.next().filter(|f| !f.is_empty())?),
         })
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestoreStep {
-    /// Restores `file` into `<data_dir>/restore-<id>.tmp`, then renames its
-    /// `member/` to `<data_dir>/member`.
-    Snapshot {
-        id: String,
-        file: PathBuf,
-        sha256: String,
-        name: String,
-        peer_url: String,
-        /// The cluster token plus the restore id (module doc).
-        token: String,
-        data_dir: PathBuf,
-        /// etcd 3.5: `--bump-revision <n> --mark-compacted` (etcdutl).
-        bump: Option<u64>,
-    },
-    /// The restored member answers alone: record its cluster and the id.
-    Record { id: String, old_cluster: u64 },
 }
 
 impl std::fmt::Display for RestoreStep {
@@ -344,7 +328,7 @@ fn aside(paths: &Paths, req: &Request, what: &str) -> Step {
     }
 }
 
-fn short_sha(s: &str) -> &str {
+pub(super) fn short_sha(s: &str) -> &str {
     s.get(..12).unwrap_or(s)
 }
 
@@ -413,130 +397,6 @@ pub fn snapshot_status(tool: &Path, file: &Path) -> Result<serde_json::Value> {
             tool.display()
         ))
     })
-}
-
-impl super::apply::Applier<'_> {
-    pub(super) fn restore_step(&self, s: &RestoreStep) -> Result<Option<(StatusKind, String)>> {
-        match s {
-            RestoreStep::Snapshot {
-                id,
-                file,
-                sha256,
-                name,
-                peer_url,
-                token,
-                data_dir,
-                bump,
-            } => {
-                self.tools.status_set(
-                    StatusKind::Maintenance,
-                    &format!("Restoring snapshot {}", short_sha(sha256)),
-                )?;
-                let have = super::actions::sha256_file(file)?;
-                if have != *sha256 {
-                    return Ok(Some((
-                        StatusKind::Blocked,
-                        format!(
-                            "restore {id}: {} has sha256 {have}, not the checked {sha256}; run the restore action again",
-                            file.display()
-                        ),
-                    )));
-                }
-                let Some(tool) = snapshot_tool(self.service, bump.is_some()) else {
-                    return Ok(Some((
-                        StatusKind::Blocked,
-                        format!(
-                            "restore {id}: no {} beside etcd to restore with",
-                            if bump.is_some() { "etcdutl" } else { "etcdctl" }
-                        ),
-                    )));
-                };
-                let scratch = data_dir.join(format!("restore-{id}.tmp"));
-                // Our own partial output from a killed hook: the snapshot it
-                // came from is still there, so it is made again.
-                if scratch.exists() {
-                    std::fs::remove_dir_all(&scratch).map_err(io("removing", &scratch))?;
-                }
-                let mut cmd = std::process::Command::new(&tool);
-                cmd.env("ETCDCTL_API", "3")
-                    .args(["snapshot", "restore"])
-                    .arg(file)
-                    .args(["--name", name])
-                    .args(["--initial-cluster", &format!("{name}={peer_url}")])
-                    .args(["--initial-cluster-token", token])
-                    .args(["--initial-advertise-peer-urls", peer_url])
-                    .arg("--data-dir")
-                    .arg(&scratch);
-                match bump {
-                    Some(n) if can_bump(&tool) => {
-                        cmd.args(["--bump-revision", &n.to_string(), "--mark-compacted"]);
-                    }
-                    Some(_) => tracing::warn!(
-                        "restore {id}: {} has no --bump-revision (etcd before 3.5.10?): revisions go back to the snapshot's; restart kube-apiserver and other watchers",
-                        tool.display()
-                    ),
-                    None => {}
-                }
-                let out = cmd.output().map_err(io("running", &tool))?;
-                if !out.status.success() {
-                    return Err(Error::Other(format!(
-                        "restore {id}: {} snapshot restore failed: {}",
-                        tool.display(),
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    )));
-                }
-                crate::failpoint::hit("during:restore-snapshot");
-                let member = data_dir.join("member");
-                std::fs::rename(scratch.join("member"), &member)
-                    .map_err(io("moving the restored member into", &member))?;
-                crate::durable::sync_dir(data_dir).map_err(io("syncing", data_dir))?;
-                let _ = std::fs::remove_dir(&scratch);
-                info!(
-                    "restore {id}: {} restored into {}",
-                    file.display(),
-                    member.display()
-                );
-                Ok(None)
-            }
-            RestoreStep::Record { id, old_cluster } => self.restore_record(id, *old_cluster),
-        }
-    }
-
-    fn restore_record(&self, id: &str, old: u64) -> Result<Option<(StatusKind, String)>> {
-        let o = self.observed;
-        let c = o.config.as_ref().map_err(|e| Error::Config(e.clone()))?;
-        let ep = super::plan::client_url(o, c);
-        let v = crate::etcd::block_on(crate::etcd::view_from(&ep))?;
-        let alone = v.members.len() == 1 && v.members[0].id == v.status.member_id;
-        if !alone || v.cluster_id() == old || v.status.leader != v.status.member_id {
-            return Ok(Some((
-                StatusKind::Blocked,
-                format!(
-                    "restore {id}: the member at {ep} is not the restored cluster alone (cluster {:x}, {} member(s), leader {:x}); see the debug action",
-                    v.cluster_id(),
-                    v.members.len(),
-                    v.status.leader
-                ),
-            )));
-        }
-        if !self.tools.is_leader()? {
-            return Ok(Some((
-                StatusKind::Waiting,
-                format!("restore {id}: restored; waiting for leadership to record its cluster"),
-            )));
-        }
-        let mut d = Databag::new();
-        d.insert(CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
-        d.insert(CLUSTER.into(), v.cluster_string(false));
-        d.insert("leader_address".into(), ep);
-        d.insert(DONE.into(), id.to_string());
-        self.set_leader_data(&d)?;
-        info!(
-            "restore {id}: cluster {:x} replaces {old:x}; the other units rejoin it",
-            v.cluster_id()
-        );
-        Ok(None)
-    }
 }
 
 #[cfg(test)]

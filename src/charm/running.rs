@@ -11,8 +11,8 @@
 //! also reads the rollout from `juju show-unit`: a unit whose hash did not
 //! change has not taken the new config yet.
 
-use super::observe::Observed;
-use super::plan::{Plan, Step};
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::hooktools::Databag;
 
 pub const KEY: &str = "config-hash";

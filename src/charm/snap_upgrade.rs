@@ -9,15 +9,17 @@
 //! restarts etcd), `Verify` (the same member back, healthy, at the new
 //! minor). A failed verify blocks with the `snap revert` advice and keeps
 //! the cluster unhealthy or the unit blocked, so no other member follows.
-//! The I/O half is snap_upgrade_apply.rs.
+//! Plus the one read observe makes of the snap ([`observe`]: below
+//! observe.rs, like every concern's). The I/O half is snap_upgrade_apply.rs.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{Plan, Step};
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::hooktools::StatusKind;
 use crate::paths::Paths;
-use crate::wal::WalIds;
-use std::path::PathBuf;
+
+pub use super::observed::SnapSeen;
+pub use super::steps::UpgradeStep;
 
 /// What the pre-checks read (observed elsewhere; plain data here).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,36 +123,6 @@ pub fn rollback_advice(unit: &str, wanted: &str, why: &str) -> String {
         "etcd upgrade to {wanted} failed ({why}); the roll stopped. To roll back run `snap revert etcd` on {unit}, \
          then set channel back (revert also restores SNAP_DATA as it was before the refresh; see the README)"
     )
-}
-
-/// What observe read of the snap (snap backend only).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SnapSeen {
-    /// The channel `snap list` says etcd tracks; None if from a file.
-    pub tracking: Option<String>,
-    /// The version `snap list` shows (after a `snap revert` the snap still
-    /// tracks the newer channel but runs the older version).
-    pub installed: Option<String>,
-    /// Read only when `channel` asks for another channel (else 0).
-    pub snap_data_bytes: u64,
-    pub free_bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpgradeStep {
-    /// Inside the turn, live: every voter healthy, versions within the roll.
-    Check { tracking: String, wanted: String },
-    /// An online snapshot into the backup dir before the refresh (rule 4).
-    Snapshot {
-        endpoint: String,
-        name: String,
-        member_id: u64,
-        backup_dir: PathBuf,
-    },
-    /// `snap refresh etcd --channel`: takes the member down and back up.
-    Refresh { channel: String },
-    /// The same member back, a healthy voter, at the channel's minor.
-    Verify { wanted: String, ids: WalIds },
 }
 
 impl UpgradeStep {
@@ -294,7 +266,7 @@ pub fn plan(o: &Observed, c: &CharmConfig, paths: &Paths, p: &mut Plan) {
         wanted: wanted.clone(),
     }));
     p.steps.push(Step::SnapUpgrade(UpgradeStep::Snapshot {
-        endpoint: super::plan::client_url(o, c),
+        endpoint: super::desired::client_url(o, c),
         name: o.member_name.clone(),
         member_id: ids.member_id,
         backup_dir: paths.backup_dir(),
@@ -304,6 +276,36 @@ pub fn plan(o: &Observed, c: &CharmConfig, paths: &Paths, p: &mut Plan) {
     }));
     p.steps
         .push(Step::SnapUpgrade(UpgradeStep::Verify { wanted, ids }));
+}
+
+// ---- what observe reads ----
+
+/// The snap as `snap list` shows it; the sizes only when `channel` asks for
+/// another channel (a `du` of SNAP_DATA is not for every hook).
+pub(super) fn observe(
+    service: &crate::service::Service,
+    paths: &Paths,
+    config: Option<&CharmConfig>,
+) -> Option<SnapSeen> {
+    let info = service.snap_info()?;
+    let mut seen = SnapSeen {
+        tracking: info.tracking,
+        installed: Some(info.version),
+        ..Default::default()
+    };
+    let wanted = config.map(|c| crate::service::normalize_channel(&c.channel));
+    if seen.tracking.is_some() && wanted != seen.tracking {
+        (seen.snap_data_bytes, seen.free_bytes) = sizes(paths);
+    }
+    Some(seen)
+}
+
+/// Bytes in SNAP_DATA (through the `current` link) and free beside it.
+pub(super) fn sizes(paths: &Paths) -> (u64, u64) {
+    let dir = paths.snap_data_dir();
+    let real = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let used = crate::layout::tree_bytes(&real);
+    (used, crate::space::free_bytes(&real).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
-//! etcd version upgrades through the snap channel, the I/O half: what
-//! observe reads of the snap, the steps' apply arms, and the `snap-upgrade`
-//! action (the same steps for this one unit, or only the pre-checks).
+//! etcd version upgrades through the snap channel, the I/O half: the
+//! steps' apply arms, and the `snap-upgrade` action (the same steps for
+//! this one unit, or only the pre-checks).
 
 use super::apply::Applier;
 use super::config::CharmConfig;
-use super::snap_upgrade::{self as up, SnapSeen, UpgradeFacts, UpgradeStep};
+use super::snap_upgrade::{self as up, sizes, UpgradeFacts, UpgradeStep};
 use crate::error::{io, Error, Result};
 use crate::etcd;
 use crate::hooktools::{Databag, HookTools, StatusKind};
@@ -18,34 +18,6 @@ use tracing::info;
 /// the new version (the copy of SNAP_DATA is done by then; this is etcd's
 /// start and its catching up).
 const VERIFY_WITHIN: Duration = Duration::from_secs(120);
-
-/// The snap as `snap list` shows it; the sizes only when `channel` asks for
-/// another channel (a `du` of SNAP_DATA is not for every hook).
-pub(super) fn observe(
-    service: &Service,
-    paths: &Paths,
-    config: Option<&CharmConfig>,
-) -> Option<SnapSeen> {
-    let info = service.snap_info()?;
-    let mut seen = SnapSeen {
-        tracking: info.tracking,
-        installed: Some(info.version),
-        ..Default::default()
-    };
-    let wanted = config.map(|c| crate::service::normalize_channel(&c.channel));
-    if seen.tracking.is_some() && wanted != seen.tracking {
-        (seen.snap_data_bytes, seen.free_bytes) = sizes(paths);
-    }
-    Some(seen)
-}
-
-/// Bytes in SNAP_DATA (through the `current` link) and free beside it.
-fn sizes(paths: &Paths) -> (u64, u64) {
-    let dir = paths.snap_data_dir();
-    let real = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let used = crate::layout::tree_bytes(&real);
-    (used, crate::space::free_bytes(&real).unwrap_or(0))
-}
 
 /// What the live cluster says: every voter healthy, and the versions.
 struct Live {
@@ -167,7 +139,7 @@ impl Applier<'_> {
         let o = self.observed;
         o.config
             .as_ref()
-            .map(|c| super::plan::client_url(o, c))
+            .map(|c| super::desired::client_url(o, c))
             .map_err(|e| Error::Config(e.clone()))
     }
 
@@ -281,7 +253,7 @@ pub fn action(ctx: &crate::context::HookContext, tools: &HookTools) -> Result<Da
     };
     out.insert("from".into(), tracking.clone());
     out.insert("to".into(), wanted.clone());
-    let ep = super::plan::client_url(&o, &c);
+    let ep = super::desired::client_url(&o, &c);
     let check = precheck(&ep, &tracking, &wanted, &paths)?;
     out.insert(
         "precheck".into(),
@@ -334,8 +306,12 @@ pub fn action(ctx: &crate::context::HookContext, tools: &HookTools) -> Result<Da
 
 /// Only the upgrade's steps, in the turn (the rest of the unit's plan is
 /// the hooks' business).
-fn upgrade_plan(o: &super::observe::Observed, c: &CharmConfig, paths: &Paths) -> super::plan::Plan {
-    let mut p = super::plan::Plan::default();
+fn upgrade_plan(
+    o: &super::observed::Observed,
+    c: &CharmConfig,
+    paths: &Paths,
+) -> super::steps::Plan {
+    let mut p = super::steps::Plan::default();
     up::plan(o, c, paths, &mut p);
     super::turn::gate(o, p)
 }

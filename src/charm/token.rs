@@ -2,26 +2,13 @@
 //! record of it can be found (rule 1). Every later leader, retried hook and
 //! upgrade reads it back.
 
-use super::observe::{LeaderData, Observed};
-use super::plan::TOKEN;
+use super::observed::TOKEN;
+use super::observed::{LeaderData, Observed};
 use crate::layout::DiskLayout;
 use crate::paths::Paths;
 use std::path::PathBuf;
 
-/// Where the token we will use came from, for logs and the dry run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenSource {
-    /// The peer relation's application databag (Juju 4's leadership data).
-    AppDatabag,
-    /// `leader-get token`, where the Python charm kept it.
-    LeaderGet,
-    /// `initial-cluster-token` in this unit's etcd.conf.yml.
-    ConfigFile(PathBuf),
-    /// `ETCD_INITIAL_CLUSTER_TOKEN` in etcd.conf or etcd.conf.2x.
-    EnvConfig(PathBuf),
-    /// Nothing recorded it anywhere: a new cluster.
-    Generated,
-}
+pub use super::steps::TokenSource;
 
 impl std::fmt::Display for TokenSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

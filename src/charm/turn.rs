@@ -1,4 +1,4 @@
-//! The rolling-turn gate (pure) and its two steps' apply half.
+//! The rolling-turn gate (pure); its two steps' apply half is turn_apply.rs.
 //!
 //! [`gate`] takes a plan and, when its steps take this unit's STARTED
 //! member down (a stop before a migration, a restart for a new config, a
@@ -11,15 +11,10 @@
 //! is the only voter, or in the stop hook (the member leaves the cluster
 //! first).
 
-use super::apply::Applier;
-use super::observe::Observed;
-use super::plan::{self, Plan, Step};
-use super::snap_upgrade::UpgradeStep;
+use super::observed::Observed;
+use super::steps::UpgradeStep;
+use super::steps::{Plan, Step};
 use crate::context::Event;
-use crate::error::Result;
-use crate::hooktools::StatusKind;
-use crate::rolling::{self, Request, Taken, Turn};
-use tracing::info;
 
 fn goes_down(s: &Step) -> bool {
     matches!(s, Step::StopEtcd | Step::RestartEtcd) || is_refresh(s)
@@ -35,7 +30,7 @@ fn is_refresh(s: &Step) -> bool {
 }
 
 /// The running member's ID: as it answers, else as its WAL records.
-fn member_id(o: &Observed) -> Option<u64> {
+pub(super) fn member_id(o: &Observed) -> Option<u64> {
     if let Some(v) = &o.local {
         return Some(v.status.member_id);
     }
@@ -102,7 +97,7 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
             // A peer URL moved to https cuts the member off until it
             // restarts with https listeners (certificates.rs): in the turn.
             Step::WriteConfig { .. } | Step::UpdatePeerUrl { .. } => true,
-            Step::Tls(crate::charm::certificates::TlsStep::MoveLeader { .. }) => true,
+            Step::Tls(super::steps::TlsStep::MoveLeader { .. }) => true,
             Step::Migrate(m) => m.before_stop(),
             Step::SnapUpgrade(u) => u.before_down(),
             _ => false,
@@ -133,83 +128,10 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     p
 }
 
-impl Applier<'_> {
-    fn turn_member(&self) -> Option<(String, u64)> {
-        let o = self.observed;
-        // The URL the member answers on now (a move to TLS changes the
-        // planned one before the restart; a bridged member serves both).
-        let ep = match &o.local {
-            Some(v) => v.endpoint.clone(),
-            None => o.config.as_ref().ok().map(|c| plan::client_url(o, c))?,
-        };
-        Some((ep, member_id(o)?))
-    }
-
-    /// Takes the turn into `held`, or ends the plan with a waiting status.
-    pub(super) fn take_turn(
-        &self,
-        reason: &str,
-        held: &mut Option<Turn>,
-    ) -> Result<Option<(StatusKind, String)>> {
-        let Some((ep, member_id)) = self.turn_member() else {
-            return Ok(None);
-        };
-        let fallback: Vec<String> = self
-            .observed
-            .peers
-            .values()
-            .filter_map(|b| b.get("client-url").cloned())
-            .collect();
-        self.tools.status_set(
-            StatusKind::Maintenance,
-            &format!("Taking a rolling turn to restart etcd ({reason})"),
-        )?;
-        let req = Request {
-            unit: &self.observed.unit,
-            reason,
-            own_endpoint: &ep,
-            fallback: &fallback,
-            member_id,
-            wait: rolling::wait_limit(),
-        };
-        match rolling::take(&req)? {
-            Taken::Held(t) => *held = Some(t),
-            Taken::NotNeeded => info!("no other voter: no rolling turn needed"),
-            Taken::Busy { why } => {
-                return Ok(Some((
-                    StatusKind::Waiting,
-                    format!("Waiting for a rolling turn to restart etcd ({reason}; {why})"),
-                )))
-            }
-        }
-        Ok(None)
-    }
-
-    /// Gives the turn back once the cluster is healthy again (bounded).
-    pub(super) fn release_turn(
-        &self,
-        held: &mut Option<Turn>,
-    ) -> Result<Option<(StatusKind, String)>> {
-        let (Some(turn), Some((now, member_id))) = (held.take(), self.turn_member()) else {
-            return Ok(None);
-        };
-        // Back on the URL the new config advertises: after the restart that
-        // moves a member to https, the http one it answered on is gone, and
-        // waiting on it would hold the turn for the whole bound.
-        let o = self.observed;
-        let ep = o.config.as_ref().map_or(now, |c| plan::client_url(o, c));
-        Ok(turn.release(&ep, member_id).map(|why| {
-            (
-                StatusKind::Waiting,
-                format!("Waiting for the cluster to be healthy again after restarting etcd: {why}"),
-            )
-        }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::charm::plan;
     use crate::etcd::{ClusterView, Member, MemberStatus};
     use crate::hooktools::Databag;
     use crate::layout::{DiskLayout, Location, Role};

@@ -4,8 +4,8 @@
 //! as a departing unit does, stop etcd, then unmount.
 
 use super::leader::plan_stop;
-use super::observe::Observed;
-use super::plan::{Plan, Step};
+use super::observed::Observed;
+use super::steps::{Plan, Step};
 use crate::context::Event;
 use crate::hooktools::StatusKind;
 use crate::storage::{Signature, VolumeStep};

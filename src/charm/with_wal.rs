@@ -3,10 +3,10 @@
 //! lists it; learn a changed peer URL first. Pure, like the rest of plan.
 
 use super::config::CharmConfig;
-use super::observe::Observed;
-use super::plan::{
-    desired_config, parse_cluster, peer_url, recorded_cluster, runtime_part, Plan, Step, CLUSTER_ID,
-};
+use super::desired::{desired_config, parse_cluster, peer_url, recorded_cluster, runtime_part};
+use super::observed::Observed;
+use super::observed::CLUSTER_ID;
+use super::steps::{Plan, Step};
 use crate::context::Event;
 use crate::hooktools::StatusKind;
 use crate::paths::Paths;

@@ -2,15 +2,12 @@
 //! rename or a write under a name nothing else reads.
 
 use super::copy::{copy_checked, tree_sizes};
+use super::fsops::{create_private_dir, parent, sync_dir, Report};
 use super::{aside_base, snapshot_name, Aside, MigrationStep};
 use crate::error::{io, Error, Result};
 use crate::wal::{self, WalIds};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-
-/// Where a step reports progress (the charm turns it into `status-set
-/// maintenance`). Called at most about once a second.
-pub type Report<'a> = &'a mut dyn FnMut(&str);
 
 /// Performs one step. `Ok(Some(message))`: the step found something an
 /// operator must look at (blocked); nothing was lost.
@@ -55,26 +52,6 @@ pub fn apply(step: &MigrationStep, report: Report<'_>) -> Result<Option<String>>
         } => verify(from, wal_dir.as_deref(), copy, *ids, to),
         MigrationStep::MoveIntoPlace { from, to } => move_into_place(from, to).map(|_| None),
     }
-}
-
-pub(super) fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("syncing directory", dir))
-}
-
-pub(super) fn parent(p: &Path) -> &Path {
-    p.parent().unwrap_or(Path::new("/"))
-}
-
-/// Creates `dir` (0700, as etcd wants its dirs) and missing parents.
-pub(super) fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io("creating", dir))
 }
 
 /// `<path>.<suffix>-<stamp>`, with `-2`, `-3`… when that exists already.

@@ -1,7 +1,7 @@
 //! The copy engine of the cross-file-system migration: the kernel copies
 //! each file, one syncfs makes the copy durable.
 
-use super::apply::{create_private_dir, parent, sync_dir, Report};
+use super::fsops::{create_private_dir, parent, sync_dir, Report};
 use crate::error::{io, Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

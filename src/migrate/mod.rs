@@ -75,9 +75,11 @@
 
 mod apply;
 mod copy;
+mod fsops;
 mod plan;
 
-pub use apply::{apply, set_aside, Report};
+pub use apply::{apply, set_aside};
+pub use fsops::Report;
 pub use plan::{plan_migration, plan_migration_live};
 
 use crate::wal::WalIds;

@@ -1,7 +1,7 @@
 //! The environment Juju gives a hook, an action or `juju exec`, and which
 //! program it runs.
 
-use crate::sim::model::{app_of, Event, Model};
+use crate::sim::model::{app_of, expand, Event, Model};
 use crate::sim::store::ModelDir;
 use std::path::{Path, PathBuf};
 
@@ -35,13 +35,6 @@ impl Work {
             Work::Exec => None,
         }
     }
-}
-
-/// Expands `{unit}` and `{unit_root}` in a passthrough value.
-pub fn expand(template: &str, unit: &str, unit_root: &Path) -> String {
-    template
-        .replace("{unit_root}", &unit_root.to_string_lossy())
-        .replace("{unit}", unit)
 }
 
 /// Every variable the hook gets (on top of the caller's environment, from

@@ -151,7 +151,7 @@ pub fn binds_of(app: &crate::sim::model::Application, u: &crate::sim::model::Uni
     let extra: Vec<String> = app
         .machine_binds
         .iter()
-        .map(|b| crate::sim::hookenv::expand(b, &u.name, &u.root()))
+        .map(|b| crate::sim::model::expand(b, &u.name, &u.root()))
         .collect();
     binds(&u.root(), &extra)
 }

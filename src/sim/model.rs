@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A string map, as databags, leadership data and the unit state store hold.
 pub type Databag = BTreeMap<String, String>;
@@ -201,7 +201,7 @@ pub struct Unit {
     pub base: String,
     /// Storage instances attached to the unit.
     #[serde(default)]
-    pub storage: Vec<crate::sim::storage::Attachment>,
+    pub storage: Vec<Attachment>,
     /// How its machine runs: `systemd`, `direct`, or `direct (why not systemd)`;
     /// empty until it is provisioned.
     #[serde(default)]
@@ -524,4 +524,29 @@ impl Model {
 /// `etcd/0` → `etcd`.
 pub fn app_of(unit: &str) -> &str {
     unit.split('/').next().unwrap_or(unit)
+}
+/// One storage instance attached to a unit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// `data/3`.
+    pub id: String,
+    pub name: String,
+    /// `filesystem` or `block`.
+    pub kind: String,
+    pub size: u64,
+    /// What `storage-get location` says: the device, or the directory.
+    pub location: PathBuf,
+    /// The sparse file behind a loop device.
+    pub backing: Option<PathBuf>,
+    /// `/dev/loopN` when one is attached.
+    pub loop_device: Option<String>,
+    /// Why a directory stands in for a block device, when it does.
+    pub stand_in: Option<String>,
+}
+
+/// Expands `{unit}` and `{unit_root}` in a passthrough value.
+pub fn expand(template: &str, unit: &str, unit_root: &Path) -> String {
+    template
+        .replace("{unit_root}", &unit_root.to_string_lossy())
+        .replace("{unit}", unit)
 }

@@ -9,32 +9,12 @@
 //! and logged, so a model leaves no loop devices or mounts behind.
 
 use crate::sim::error::{bail, Result};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// A storage as metadata.yaml declares it.
-pub use crate::sim::model::StorageSpec;
-
-/// One storage instance attached to a unit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attachment {
-    /// `data/3`.
-    pub id: String,
-    pub name: String,
-    /// `filesystem` or `block`.
-    pub kind: String,
-    pub size: u64,
-    /// What `storage-get location` says: the device, or the directory.
-    pub location: PathBuf,
-    /// The sparse file behind a loop device.
-    pub backing: Option<PathBuf>,
-    /// `/dev/loopN` when one is attached.
-    pub loop_device: Option<String>,
-    /// Why a directory stands in for a block device, when it does.
-    pub stand_in: Option<String>,
-}
+/// A storage as metadata.yaml declares it, and one attached instance.
+pub use crate::sim::model::{Attachment, StorageSpec};
 
 /// `1G`, `512M`, `2T`, a plain number of MiB (as Juju reads sizes).
 pub fn parse_size(raw: &str) -> Result<u64> {
