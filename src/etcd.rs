@@ -3,6 +3,9 @@
 //!
 //! etcd-client load-balances over the endpoints it is given, so anything
 //! about one member (status, its own view) connects to that endpoint alone.
+//!
+//! About 500 lines of code (630 with docs): every etcd call the charm makes,
+//! so there is one place that knows etcd-client, its TLS and its timeouts.
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, MemberAddOptions, TlsOptions};
 use std::future::Future;

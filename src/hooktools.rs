@@ -8,6 +8,9 @@
 //! Nothing here logs through `tracing`: forwarding logs to `juju-log` goes
 //! through this module, and a log line per call would recurse. Arguments may
 //! also carry secrets (the cluster token in `leader-set`).
+//!
+//! About 500 lines of code (640 with docs): one method per hook tool, kept in
+//! one file so the whole contract with Juju reads in one place.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -197,9 +197,11 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
     let worth = p.defrag_threshold == 0 || me.reclaimable() >= MIN_RECLAIM;
     if p.defrag_threshold < 100 && frag >= p.defrag_threshold && worth && me.db_size > 0 {
         match follower_first(s, me, p) {
-            Some(id) => d.waiting = Some(format!(
+            Some(id) => {
+                d.waiting = Some(format!(
                 "defrag waits: the raft leader goes last (member {id:x} is past the threshold too)"
-            )),
+            ))
+            }
             None => d.actions.push(Action::Defrag {
                 fragmentation: frag,
             }),

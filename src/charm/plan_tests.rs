@@ -1100,3 +1100,45 @@ fn a_changed_port_closes_the_one_the_config_still_advertises() {
 
 /// A TLS member of the Python charm kept on TLS (issue 11).
 mod tls;
+
+/// Each piece of evidence that a cluster exists stops a bootstrap on its
+/// own (the integration test only shows that all of them together do).
+#[test]
+fn any_one_sign_of_a_cluster_alone_stops_a_bootstrap() {
+    let decided = || {
+        let mut o = fresh(true);
+        o.leader.legacy = bag(&[("token", "ABC123"), ("bootstrap-member", "etcd0")]);
+        o.leader.app = o.leader.legacy.clone();
+        o
+    };
+    let bootstraps = |o: &Observed| {
+        has(
+            &plan(o, &paths(), None),
+            |s| matches!(s, Step::WriteConfig { text, .. } if text.contains("initial-cluster-state: 'new'") || text.contains("initial-cluster-state: \"new\"") || text.contains("initial-cluster-state: new")),
+        )
+    };
+    assert!(bootstraps(&decided()), "the base case must bootstrap");
+    let mut recorded = decided();
+    recorded.leader.app.insert("cluster-id".into(), "cc".into());
+    let mut peer_member = decided();
+    peer_member.peers.insert(
+        "etcd/1".into(),
+        bag(&[("member-id", "bb"), ("member-name", "etcd1")]),
+    );
+    let mut live = decided();
+    live.cluster = Some(view(
+        0xcc,
+        0xbb,
+        vec![member(0xbb, "etcd1", "10.0.0.2", false)],
+    ));
+    let mut on_disk = decided();
+    on_disk.disk.locations = vec![canonical(Some(IDS))];
+    for (what, o) in [
+        ("a recorded cluster-id", recorded),
+        ("a peer's member-id", peer_member),
+        ("a live cluster", live),
+        ("a WAL on disk", on_disk),
+    ] {
+        assert!(!bootstraps(&o), "{what} alone did not stop the bootstrap");
+    }
+}
