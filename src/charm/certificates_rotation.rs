@@ -140,11 +140,7 @@ pub fn handles(o: &Observed, m: &Material) -> bool {
 /// Every member of the cluster (by its unit's peer databag, this unit's
 /// own) has reached `at` for the CA of `fp`.
 fn all_at(o: &Observed, fp: &str, at: Turn) -> bool {
-    let view = o
-        .local
-        .as_ref()
-        .filter(|v| !v.status.is_learner)
-        .or(o.cluster.as_ref());
+    let view = o.member_view();
     view.is_some_and(|v| {
         !v.members.is_empty()
             && v.members.iter().all(|m| {

@@ -53,11 +53,7 @@ pub(super) fn label(s: Stage) -> &'static str {
 /// Every member of the cluster this unit sees is bridged or on https
 /// peers: its unit says so, or its peer URL does.
 fn all_bridged(o: &Observed) -> bool {
-    let view = o
-        .local
-        .as_ref()
-        .filter(|v| !v.status.is_learner)
-        .or(o.cluster.as_ref());
+    let view = o.member_view();
     view.is_some_and(|v| {
         !v.members.is_empty()
             && v.members.iter().all(|m| {

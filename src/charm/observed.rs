@@ -117,6 +117,16 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// The cluster as the best-informed member sees it: this unit's own
+    /// member when it is a voter (fresher, and it is the one we run), else
+    /// the view read from any peer.
+    pub fn member_view(&self) -> Option<&ClusterView> {
+        self.local
+            .as_ref()
+            .filter(|v| !v.status.is_learner)
+            .or(self.cluster.as_ref())
+    }
+
     /// The member this unit's canonical data dir holds, if any.
     pub fn local_ids(&self) -> Option<WalIds> {
         self.disk

@@ -330,12 +330,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     }
     super::snap_upgrade::plan(o, &c, paths, &mut p);
     if o.is_leader {
-        if let Some(view) = o
-            .local
-            .as_ref()
-            .filter(|v| !v.status.is_learner)
-            .or(o.cluster.as_ref())
-        {
+        if let Some(view) = o.member_view() {
             plan_leader(o, &c, view, &mut p);
         }
     }

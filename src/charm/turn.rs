@@ -49,11 +49,7 @@ fn needs_turn(o: &Observed) -> bool {
     let Some(id) = member_id(o) else {
         return false;
     };
-    let view = o
-        .local
-        .as_ref()
-        .filter(|v| !v.status.is_learner)
-        .or(o.cluster.as_ref());
+    let view = o.member_view();
     view.is_some_and(|v| v.voters() > 1 && v.by_id(id).is_some_and(|m| !m.is_learner))
 }
 
