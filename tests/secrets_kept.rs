@@ -4,7 +4,8 @@
 //! result and tarball, the status, the charm's log or its hooks' output;
 //! the cluster token in none of them but the dry run (which shows the
 //! token it keeps, by design). Also: nrpe related, the unit installs the
-//! `etcd-cert-expiry` check, and it answers OK.
+//! `etcd-cert-expiry` check, and it answers OK; prometheus related, the
+//! scrape job is https with the client pair, and scraping with it works.
 
 mod test_ca;
 mod upgrade_support;
@@ -265,6 +266,60 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
             || line.starts_with("ETCD OK: client certificate expires in")
             || line.starts_with("ETCD OK: CA certificate expires in"),
         "{line}"
+    );
+
+    // prometheus related: over TLS the scrape job is https with the CA and
+    // the client pair (etcd asks a client certificate of /metrics too), and
+    // scraping with exactly what was sent works.
+    let prom = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charms/prometheus-manual");
+    up.m.ok(&["deploy", prom.to_str().unwrap(), "--name", "prometheus"]);
+    up.m.ok(&["integrate", "etcd:prometheus", "prometheus:manual-jobs"]);
+    up.m.ok(&["settle"]);
+    let saved = up.m.root("prometheus/0").join("requests-etcd-0.json");
+    wait_until("etcd/0's scrape request", Duration::from_secs(60), || {
+        saved.exists()
+    });
+    let bag: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let req: serde_json::Value = bag
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.starts_with("request_"))
+        .and_then(|(_, v)| serde_json::from_str(v.as_str()?).ok())
+        .unwrap_or_else(|| panic!("no request: {bag}"));
+    assert_eq!(req["job_data"]["scheme"], "https", "{req}");
+    let target = req["job_data"]["static_configs"][0]["targets"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pems = tempfile::tempdir().unwrap();
+    for k in ["ca_cert", "client_cert", "client_key"] {
+        let v = req[k].as_str().unwrap_or_else(|| panic!("no {k}: {req}"));
+        std::fs::write(pems.path().join(k), v).unwrap();
+    }
+    let scrape = |with_pair: bool| {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(pems.path().join("ca_cert"));
+        if with_pair {
+            c.arg("--cert")
+                .arg(pems.path().join("client_cert"))
+                .arg("--key")
+                .arg(pems.path().join("client_key"));
+        }
+        c.arg(format!("https://{target}/metrics")).output().unwrap()
+    };
+    let got = scrape(true);
+    assert!(
+        String::from_utf8_lossy(&got.stdout).contains("etcd_server_has_leader 1"),
+        "scraping {target}: {}",
+        out_text(&got)
+    );
+    let refused = scrape(false);
+    assert!(
+        !String::from_utf8_lossy(&refused.stdout).contains("etcd_server_has_leader"),
+        "/metrics answered without a client certificate"
     );
 
     // The status, the charm's log (juju-log) and every hook's output.

@@ -15,6 +15,7 @@ use super::observed::{Mode, Observed};
 use super::steps::{Plan, Step};
 use crate::context::{Event, HookContext, RelationKind};
 use crate::error::{io, Result};
+use crate::etcd::ClientTls;
 use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
 use crate::service::{Backend, Service};
@@ -266,22 +267,39 @@ pub fn scrape_targets(o: &Observed) -> Option<Vec<String>> {
     (!t.is_empty()).then_some(t)
 }
 
-/// The prometheus-manual request: a scrape job over `targets`.
-// TLS: while this charm serves plain http there is no `ca_cert`,
-// `client_cert` or `client_key`. When the TLS work lands, switch `scheme` to
-// "https" and add those three keys (the CA and the client pair, PEM) at the
-// top level of the request, as the Python charm did.
-pub fn prometheus_request(id: &str, targets: &[String]) -> String {
-    let v = json!({
+/// The prometheus-manual request: a scrape job over `targets`. Over TLS
+/// (every member serves https) the job is https with the CA and the client
+/// pair at the top level, as the Python charm sent them: etcd asks a client
+/// certificate of `/metrics` too. The request goes through relation-set's
+/// stdin, and steps show keys by name only.
+pub fn prometheus_request(id: &str, targets: &[String], tls: Option<&ClientTls>) -> String {
+    let mut v = json!({
         "job_name": "etcd",
         "job_data": {
-            "scheme": "http",
+            "scheme": if tls.is_some() { "https" } else { "http" },
             "static_configs": [{"targets": targets}],
         },
         "request_id": id,
     });
+    if let Some(t) = tls {
+        v["ca_cert"] = json!(t.ca_pem);
+        v["client_cert"] = json!(t.cert_pem);
+        v["client_key"] = json!(t.key_pem);
+    }
     // serde_json's maps are sorted: the text is stable across hooks.
     v.to_string()
+}
+
+/// The client pair for the scrape job, when the members serve https.
+fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
+    let view = o.cluster.as_ref()?;
+    let https = view
+        .members
+        .iter()
+        .filter(|m| !m.name.is_empty())
+        .filter_map(|m| m.client_urls.first())
+        .all(|u| u.starts_with("https://"));
+    o.tls.as_ref().filter(|_| https)
 }
 
 /// Replaces the template's placeholders in every string of `v`.
@@ -375,7 +393,7 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
         let id = request_id(&rel.own, PROMETHEUS).unwrap_or_else(|| rel.fresh_id.clone());
         let want = match (&targets, o.is_leader && !id.is_empty()) {
             (_, false) => None,
-            (Some(t), true) => Some(prometheus_request(&id, t)),
+            (Some(t), true) => Some(prometheus_request(&id, t, scrape_tls(o))),
             (None, true) => match rel.own.get(&format!("{REQUEST_PREFIX}{id}")) {
                 Some(have) => Some(have.clone()),
                 None => continue,

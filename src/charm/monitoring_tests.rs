@@ -1,7 +1,7 @@
 //! The monitoring endpoints' pure half: requests, dashboard, nrpe files.
 
 use super::*;
-use crate::etcd::{ClusterView, Member, MemberStatus};
+use crate::etcd::{ClientTls, ClusterView, Member, MemberStatus};
 use crate::layout::DiskLayout;
 
 fn member(id: u64, name: &str, ip: &str) -> Member {
@@ -113,10 +113,50 @@ fn prometheus_request_is_sorted_json_over_every_started_member() {
 }
 
 #[test]
+fn over_tls_the_scrape_job_is_https_with_the_ca_and_the_client_pair() {
+    let mut m = known();
+    m.prometheus = vec![rel("prometheus:3", "prometheus/0", Databag::new(), ID)];
+    let mut o = leader(m);
+    o.tls = Some(ClientTls {
+        ca_pem: "CA PEM".into(),
+        cert_pem: "CLIENT CERT PEM".into(),
+        key_pem: "CLIENT KEY PEM".into(),
+    });
+    // Plain members: the pair is not sent where it is not needed.
+    let req = |o: &Observed| -> Value {
+        let bag = published(&steps(o), "prometheus:3");
+        serde_json::from_str(&bag[&format!("request_{ID}")]).unwrap()
+    };
+    let plain = req(&o);
+    assert_eq!(plain["job_data"]["scheme"], "http");
+    assert!(plain.get("client_key").is_none(), "{plain}");
+    for mem in &mut o.cluster.as_mut().unwrap().members {
+        for u in &mut mem.client_urls {
+            *u = u.replace("http://", "https://");
+        }
+    }
+    let tls = req(&o);
+    assert_eq!(tls["job_data"]["scheme"], "https");
+    assert_eq!(tls["ca_cert"], "CA PEM");
+    assert_eq!(tls["client_cert"], "CLIENT CERT PEM");
+    assert_eq!(tls["client_key"], "CLIENT KEY PEM");
+    assert_eq!(
+        tls["job_data"]["static_configs"][0]["targets"],
+        json!(["10.0.0.1:2379", "10.0.0.2:2379"])
+    );
+    // What the dry run and the logs show of the step: key names only.
+    let shown: Vec<String> = steps(&o).iter().map(|s| s.to_string()).collect();
+    assert!(!shown.concat().contains("KEY PEM"), "{shown:?}");
+}
+
+#[test]
 fn an_existing_request_id_is_reused_and_unchanged_requests_are_not_rewritten() {
     let targets = vec!["10.0.0.1:2379".to_string(), "10.0.0.2:2379".to_string()];
     let mut own = Databag::new();
-    own.insert(format!("request_{ID}"), prometheus_request(ID, &targets));
+    own.insert(
+        format!("request_{ID}"),
+        prometheus_request(ID, &targets, None),
+    );
     let mut m = known();
     m.prometheus = vec![rel("prometheus:3", "prometheus/0", own.clone(), "")];
     assert_eq!(steps(&leader(m.clone())), vec![]);
@@ -138,7 +178,7 @@ fn an_existing_request_id_is_reused_and_unchanged_requests_are_not_rewritten() {
 #[test]
 fn a_non_leader_withdraws_its_old_request_and_a_stale_one_is_dropped() {
     let mut own = Databag::new();
-    own.insert(format!("request_{ID}"), prometheus_request(ID, &[]));
+    own.insert(format!("request_{ID}"), prometheus_request(ID, &[], None));
     let mut m = known();
     m.prometheus = vec![rel("prometheus:3", "prometheus/0", own, "")];
     let mut o = leader(m);
