@@ -336,27 +336,32 @@ fn on_etcd_3_5_revisions_move_forward_where_etcdutl_can_bump_them() {
     );
 }
 
-/// Wall time of a restore on 3 units with ~100 MiB of values (the issue
-/// asks 1 GiB; on this shared 2-core machine 100 MiB, extrapolated).
-/// `cargo test --test charm_restore -- --ignored --nocapture`.
+/// Wall time of a restore on 3 units with ~100 MiB of values, or
+/// `RESTORE_MIB` MiB (1024 for the issue's 1 GiB keyspace).
+/// `RESTORE_MIB=1024 cargo test --test charm_restore -- --ignored --nocapture`.
 #[test]
 #[ignore]
-fn measure_restore_wall_time_at_100_mib() {
+fn measure_restore_wall_time() {
+    let mib: usize = std::env::var("RESTORE_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let n = mib * 10;
     let m = Model::new();
     m.deploy(3);
     m.assert_all_healthy(3);
     let ep = m.endpoints();
     let value = "x".repeat(100 * 1024);
     let t = Instant::now();
-    for i in 0..1000 {
-        let out = etcdctl(&ep, &["put", &format!("t/big/{i:04}"), &value]);
+    for i in 0..n {
+        let out = etcdctl(&ep, &["put", &format!("t/big/{i:05}"), &value]);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    eprintln!("wrote 100 MiB in {:?}", t.elapsed());
+    eprintln!("wrote {mib} MiB in {:?}", t.elapsed());
     let leader = m.leader();
     let r = action(&m, &leader, "snapshot", &[]);
     let snap = r["snapshot"]["path"].as_str().unwrap().to_string();
@@ -379,6 +384,6 @@ fn measure_restore_wall_time_at_100_mib() {
             .lines()
             .filter(|l| !l.is_empty())
             .count();
-        assert_eq!(keys, 1000, "{u}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(keys, n, "{u}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
