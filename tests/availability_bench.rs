@@ -43,7 +43,7 @@ mod charm_support {
     pub use crate::upgrade_support::*;
 }
 mod systemd_support;
-use writer_support::{Report, Writer, PUT_EVERY, PUT_TIMEOUT};
+use writer_support::{Report, Writer};
 
 use etcd_charm::paths::Paths;
 use etcd_charm::service::{Backend, Service};
@@ -148,23 +148,7 @@ fn row(
     std::thread::sleep(MARGIN);
     let r = w.finish(Duration::from_secs(60));
     r.print(name);
-    println!(
-        "BENCH-AVAIL {}",
-        serde_json::json!({
-            "row": name,
-            "kind": kind,
-            "gap_s": r.longest_gap.as_secs_f64(),
-            "acked": r.acked,
-            "failed": r.failed,
-            "timeouts": r.timeouts,
-            "lost": r.lost,
-            "max_down": r.max_down,
-            "took_s": took.as_secs_f64(),
-            "ran_s": r.ran_for.as_secs_f64(),
-            "put_timeout_ms": PUT_TIMEOUT.as_millis() as u64,
-            "put_every_ms": PUT_EVERY.as_millis() as u64,
-        })
-    );
+    println!("{}", r.bench_line(name, kind, took));
     assert_eq!(
         r.lost, 0,
         "{name}: acknowledged writes lost: {:?}",

@@ -70,6 +70,28 @@ pub struct Report {
 
 impl Report {
     /// One line per figure, for the issue note.
+    /// The `BENCH-AVAIL {json}` line bench/availability.py reads back:
+    /// `took` is the operation's own wall time (start to healthy again).
+    pub fn bench_line(&self, row: &str, kind: &str, took: Duration) -> String {
+        format!(
+            "BENCH-AVAIL {}",
+            serde_json::json!({
+                "row": row,
+                "kind": kind,
+                "gap_s": self.longest_gap.as_secs_f64(),
+                "acked": self.acked,
+                "failed": self.failed,
+                "timeouts": self.timeouts,
+                "lost": self.lost,
+                "max_down": self.max_down,
+                "took_s": took.as_secs_f64(),
+                "ran_s": self.ran_for.as_secs_f64(),
+                "put_timeout_ms": PUT_TIMEOUT.as_millis() as u64,
+                "put_every_ms": PUT_EVERY.as_millis() as u64,
+            })
+        )
+    }
+
     pub fn print(&self, what: &str) {
         eprintln!("--- {what} ---");
         eprintln!(
