@@ -1142,3 +1142,27 @@ fn any_one_sign_of_a_cluster_alone_stops_a_bootstrap() {
         assert!(!bootstraps(&o), "{what} alone did not stop the bootstrap");
     }
 }
+
+/// The bootstrap decision itself, as a new leader meets it: the unit named
+/// in `bootstrap-member` is another one (here, gone, so nothing shows a
+/// cluster yet). The new leader waits for it and never bootstraps a second
+/// cluster of its own (under Juju 4 the live view usually decides first, so
+/// only this test holds the decision to account).
+#[test]
+fn a_new_leader_waits_for_the_decided_member_and_never_bootstraps_itself() {
+    let mut o = fresh(true);
+    o.leader.legacy = bag(&[("token", "ABC123"), ("bootstrap-member", "etcd1")]);
+    o.leader.app = o.leader.legacy.clone();
+    let p = plan(&o, &paths(), None);
+    assert!(!has(&p, |s| matches!(
+        s,
+        Step::WriteConfig { .. } | Step::StartEtcd
+    )));
+    let (kind, msg) = status(&p).unwrap();
+    assert_eq!(kind, StatusKind::Waiting);
+    assert!(
+        msg.starts_with("Waiting for etcd1 to bootstrap the cluster"),
+        "{msg}"
+    );
+    assert!(msg.contains("not in the peer relation"), "{msg}");
+}
