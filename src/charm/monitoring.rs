@@ -293,28 +293,6 @@ pub fn prometheus_request(id: &str, targets: &[String], tls: Option<&ClientTls>)
     job_request(ETCD_JOB, id, targets, tls)
 }
 
-/// The same for the agents' metrics listeners at `port` on every started
-/// member's host (the charm runs them while prometheus is related), with
-/// the same scheme and pair; none when no agent listens: the agent or its
-/// listener is off, or the members serve plain http and the operator did
-/// not allow plain listeners (the agent then has none).
-pub fn agent_targets(o: &Observed) -> Option<Vec<String>> {
-    let c = o.config.as_ref().ok()?;
-    let port = c.agent.metrics_port;
-    if !c.agent.enabled || port == 0 || !(scrape_tls(o).is_some() || c.allow_insecure_listeners) {
-        return None;
-    }
-    let hosts = scrape_targets(o)?
-        .into_iter()
-        .map(|t| match t.rsplit_once(':') {
-            Some((host, _)) => format!("{host}:{port}"),
-            None => format!("{t}:{port}"),
-        });
-    let mut t: Vec<String> = hosts.collect();
-    t.dedup();
-    Some(t)
-}
-
 /// A prometheus-manual request for scrape job `job`.
 pub fn job_request(job: &str, id: &str, targets: &[String], tls: Option<&ClientTls>) -> String {
     let mut v = json!({
@@ -335,7 +313,7 @@ pub fn job_request(job: &str, id: &str, targets: &[String], tls: Option<&ClientT
 }
 
 /// The client pair for the scrape job, when the members serve https.
-fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
+pub(super) fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
     let view = o.cluster.as_ref()?;
     let https = view
         .members
@@ -432,7 +410,7 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
     // left from a time it led. Without a view of the cluster the request
     // stays as it is.
     let targets = scrape_targets(o);
-    let agent_targets = agent_targets(o);
+    let agent_targets = super::agent::scrape_targets(o);
     let tls = scrape_tls(o);
     let mut prometheus_up: Option<(String, String)> = None; // (app, request id)
     for rel in &m.prometheus {
