@@ -44,6 +44,14 @@ pub enum Command {
         /// How often the member is checked.
         #[arg(long, default_value = "1m")]
         check_interval: String,
+        /// ip:port of a second listener serving GET /metrics only (for a
+        /// related Prometheus); plain http unless --metrics-tls is given.
+        #[arg(long)]
+        metrics_listen: Option<String>,
+        /// The dir of server.crt, server.key and ca.crt: the metrics
+        /// listener serves https and asks a client certificate of that CA.
+        #[arg(long, requires = "metrics_listen")]
+        metrics_tls: Option<std::path::PathBuf>,
     },
     /// With --dry-run: show what upgrading to this charm would do on this
     /// unit (migration, token, etcd.conf.yml diff) and change nothing. Exit 0

@@ -63,6 +63,8 @@ fn main() -> ExitCode {
             snapshot_retention,
             defrag_threshold,
             check_interval,
+            metrics_listen,
+            metrics_tls,
         } => etcd_charm::agent::run::run(
             paths,
             etcd_charm::agent::run::Args {
@@ -72,6 +74,8 @@ fn main() -> ExitCode {
                 snapshot_retention,
                 defrag_threshold,
                 check_interval,
+                metrics_listen,
+                metrics_tls,
             },
         ),
         Command::NrpeCheck { check, root } => {

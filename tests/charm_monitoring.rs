@@ -303,3 +303,103 @@ fn nrpe_checks_are_written_run_and_removed() {
         Vec::<String>::new()
     );
 }
+
+/// The prometheus requests in a saved databag, by job name.
+fn jobs(bag: &Value) -> std::collections::BTreeMap<String, Value> {
+    bag.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("request_"))
+        .filter_map(|(_, v)| serde_json::from_str::<Value>(v.as_str()?).ok())
+        .map(|r| (r["job_name"].as_str().unwrap_or("").to_string(), r))
+        .collect()
+}
+
+/// A plain GET of `path` on `target`: the status line.
+fn status_line(target: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(target).unwrap_or_else(|e| panic!("{target}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {target}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.lines().next().unwrap_or("").to_string()
+}
+
+#[test]
+fn plain_agents_are_scraped_only_when_the_operator_allows_plain_listeners() {
+    let m = Model::new();
+    m.deploy(2);
+    m.assert_all_healthy(2);
+    m.ok(&[
+        "deploy",
+        &stand_in("prometheus-manual"),
+        "--name",
+        "prometheus",
+    ]);
+    m.ok(&["integrate", "etcd:prometheus", "prometheus:manual-jobs"]);
+    let leader = m.leader();
+    let bag = saved_bag(&m, "prometheus/0", "requests", &leader).expect("the leader's request");
+    // Plain members, plain listeners not allowed: the etcd job only, and
+    // no agent listens on 9380.
+    assert_eq!(jobs(&bag).keys().collect::<Vec<_>>(), ["etcd"], "{bag}");
+    for u in m.units() {
+        let addr = format!("{}:9380", m.address(&u));
+        assert!(std::net::TcpStream::connect(&addr).is_err(), "{addr}");
+    }
+
+    // The operator allows them: every agent serves /metrics (only) on its
+    // address, and the leader asks for the etcd-charm-agent job over them.
+    m.ok(&["config", "etcd", "allow_insecure_listeners=true"]);
+    m.ok(&["settle"]);
+    let mut want: Vec<String> = m
+        .units()
+        .iter()
+        .map(|u| format!("{}:9380", m.address(u)))
+        .collect();
+    want.sort();
+    let bag = saved_bag(&m, "prometheus/0", "requests", &leader).unwrap();
+    let jobs_now = jobs(&bag);
+    let agent = jobs_now
+        .get("etcd-charm-agent")
+        .unwrap_or_else(|| panic!("{bag}"));
+    assert_eq!(agent["job_data"]["scheme"], "http");
+    assert!(agent.get("client_key").is_none(), "{agent}");
+    assert_eq!(targets(agent), want);
+    let etcd_id = jobs_now["etcd"]["request_id"].clone();
+    assert_ne!(agent["request_id"], etcd_id, "each job its own id");
+    for t in &want {
+        assert!(metrics(t).contains("etcd_charm_agent_up{"), "{t}");
+        for path in ["/", "/state"] {
+            assert!(status_line(t, path).contains("404"), "{t}{path}");
+        }
+    }
+    // Another hook: both ids kept.
+    m.ok(&["config", "etcd", "agent_check_interval=30s"]);
+    m.ok(&["settle"]);
+    let again = jobs(&saved_bag(&m, "prometheus/0", "requests", &leader).unwrap());
+    assert_eq!(again["etcd"]["request_id"], etcd_id);
+    assert_eq!(again["etcd-charm-agent"]["request_id"], agent["request_id"]);
+
+    // agent_metrics_port=0: the listeners go and the job is withdrawn;
+    // etcd itself is not restarted for it.
+    let etcd_pids = || -> Vec<String> {
+        m.units()
+            .iter()
+            .map(|u| {
+                let paths = etcd_charm::paths::Paths::new(m.root(u));
+                let f = paths.direct_pid_file().with_extension("etcd.pid");
+                std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+            })
+            .collect()
+    };
+    let before = etcd_pids();
+    m.ok(&["config", "etcd", "agent_metrics_port=0"]);
+    m.ok(&["settle"]);
+    assert_eq!(etcd_pids(), before, "etcd kept running");
+    let bag = saved_bag(&m, "prometheus/0", "requests", &leader).unwrap();
+    assert_eq!(jobs(&bag).keys().collect::<Vec<_>>(), ["etcd"], "{bag}");
+    for t in &want {
+        assert!(std::net::TcpStream::connect(t).is_err(), "{t}");
+    }
+    m.assert_all_healthy(2);
+}

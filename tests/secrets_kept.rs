@@ -5,7 +5,9 @@
 //! the cluster token in none of them but the dry run (which shows the
 //! token it keeps, by design). Also: nrpe related, the unit installs the
 //! `etcd-cert-expiry` check, and it answers OK; prometheus related, the
-//! scrape job is https with the client pair, and scraping with it works.
+//! scrape job is https with the client pair, and scraping with it works;
+//! the same for the maintenance agent's job (etcd-charm-agent), whose
+//! listener serves /metrics only, never plain.
 
 mod test_ca;
 mod upgrade_support;
@@ -285,8 +287,9 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
         .as_object()
         .unwrap()
         .iter()
-        .find(|(k, _)| k.starts_with("request_"))
-        .and_then(|(_, v)| serde_json::from_str(v.as_str()?).ok())
+        .filter(|(k, _)| k.starts_with("request_"))
+        .filter_map(|(_, v)| serde_json::from_str::<serde_json::Value>(v.as_str()?).ok())
+        .find(|r| r["job_name"] == "etcd")
         .unwrap_or_else(|| panic!("no request: {bag}"));
     assert_eq!(req["job_data"]["scheme"], "https", "{req}");
     let target = req["job_data"]["static_configs"][0]["targets"][0]
@@ -320,6 +323,108 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
     assert!(
         !String::from_utf8_lossy(&refused.stdout).contains("etcd_server_has_leader"),
         "/metrics answered without a client certificate"
+    );
+
+    // The second job, etcd-charm-agent: the maintenance agent's /metrics on
+    // the unit's address, https with the same pair, refused without it, and
+    // never its JSON state there; the agent has no plain listener but its
+    // loopback one.
+    let agent_req = || -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(&saved).ok()?;
+        let bag: serde_json::Value = serde_json::from_str(&text).ok()?;
+        bag.as_object()?
+            .iter()
+            .filter(|(k, _)| k.starts_with("request_"))
+            .filter_map(|(_, v)| serde_json::from_str::<serde_json::Value>(v.as_str()?).ok())
+            .find(|r| r["job_name"] == "etcd-charm-agent")
+    };
+    wait_until(
+        "the etcd-charm-agent request",
+        Duration::from_secs(60),
+        || agent_req().is_some(),
+    );
+    let areq = agent_req().unwrap();
+    assert_eq!(areq["job_data"]["scheme"], "https", "{areq}");
+    for k in ["ca_cert", "client_cert", "client_key"] {
+        assert_eq!(areq[k], req[k], "{k}");
+    }
+    let atarget = areq["job_data"]["static_configs"][0]["targets"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (host, _) = target.rsplit_once(':').unwrap();
+    assert_eq!(atarget, format!("{host}:9380"), "{areq}");
+    let agent_get = |with_pair: bool, path: &str, scheme: &str| {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(pems.path().join("ca_cert"));
+        if with_pair {
+            c.arg("--cert")
+                .arg(pems.path().join("client_cert"))
+                .arg("--key")
+                .arg(pems.path().join("client_key"));
+        }
+        c.args(["-w", "\n%{http_code}"])
+            .arg(format!("{scheme}://{atarget}{path}"))
+            .output()
+            .unwrap()
+    };
+    // The agent is restarted with its listener by the relation's hook.
+    wait_until(
+        "the agent's metrics over https",
+        Duration::from_secs(60),
+        || {
+            String::from_utf8_lossy(&agent_get(true, "/metrics", "https").stdout)
+                .contains("etcd_charm_agent_up{unit=\"etcd/0\"} 1")
+        },
+    );
+    for (pair, path, scheme) in [
+        (false, "/metrics", "https"),
+        (true, "/metrics", "http"),
+        (true, "/", "https"),
+        (true, "/state", "https"),
+    ] {
+        let got = agent_get(pair, path, scheme);
+        let body = String::from_utf8_lossy(&got.stdout).into_owned();
+        assert!(
+            !body.contains("etcd_charm_agent_") && !body.contains("\"unit\""),
+            "{scheme} {path} with the pair {pair}: {}",
+            out_text(&got)
+        );
+        if pair && scheme == "https" {
+            assert!(body.ends_with("404"), "{path}: {body}");
+        }
+    }
+    let installed = etcd_charm::agent::service::installed(
+        &etcd_charm::paths::Paths::new(up.m.root(&u)),
+        &etcd_charm::service::Backend::Direct {
+            etcd_bin: "etcd".into(),
+        },
+    )
+    .expect("the agent runs");
+    let arg = |f: &str| etcd_charm::agent::options::arg_value(&installed.args, f);
+    assert_eq!(arg("--metrics-listen"), Some(atarget.as_str()));
+    let common = etcd_charm::paths::Paths::new(up.m.root(&u)).common_dir();
+    assert_eq!(
+        arg("--metrics-tls").map(std::path::PathBuf::from),
+        Some(common),
+        "{:?}",
+        installed.args
+    );
+    // Listening: the loopback one and the scrape one, on the unit's address.
+    let ss = Command::new("ss").args(["-ltnH"]).output().unwrap();
+    let ss = String::from_utf8_lossy(&ss.stdout);
+    let on_9380: Vec<&str> = ss
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .filter(|a| a.ends_with(":9380"))
+        .collect();
+    assert!(on_9380.contains(&atarget.as_str()), "{ss}");
+    assert!(
+        !on_9380
+            .iter()
+            .any(|a| a.starts_with("0.0.0.0") || a.starts_with('*') || a.starts_with('[')),
+        "{ss}"
     );
 
     // The status, the charm's log (juju-log) and every hook's output.

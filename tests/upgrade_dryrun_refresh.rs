@@ -155,6 +155,7 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         serde_json::json!([
             "agent_check_interval",
             "agent_defrag_threshold",
+            "agent_metrics_port",
             "agent_port",
             "agent_snapshot_interval",
             "agent_snapshot_retention",

@@ -11,8 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// What a hook waits for the agent's answer, at most.
 pub const GET_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A status line, a content type and a body.
+pub type Response = (&'static str, &'static str, String);
+
 /// The response to `path` (status line, content type, body).
-pub fn respond(path: &str, state: &AgentState) -> (&'static str, &'static str, String) {
+pub fn respond(path: &str, state: &AgentState) -> Response {
     match path {
         "/" | "/state" => (
             "200 OK",
@@ -27,43 +30,52 @@ pub fn respond(path: &str, state: &AgentState) -> (&'static str, &'static str, S
 /// Serves until the runtime ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<Mutex<AgentState>>) {
     loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
+        let Ok((sock, _)) = listener.accept().await else {
             // Out of descriptors, say: do not spin.
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let mut len = 0;
-            let read = tokio::time::timeout(GET_TIMEOUT, async {
-                while len < buf.len() {
-                    match sock.read(&mut buf[len..]).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => len += n,
-                    }
-                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-            })
-            .await;
-            if read.is_err() {
-                return;
-            }
-            let req = String::from_utf8_lossy(&buf[..len]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let snapshot = state.lock().map(|s| s.clone()).unwrap_or_default();
-            let (status, ctype, body) = respond(&path, &snapshot);
-            let head = format!(
-                "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
+        tokio::spawn(exchange(sock, state.clone(), respond));
     }
+}
+
+/// One request read (bounded) and answered by `route`, on a plain or a TLS
+/// stream (the scrape listener shares it).
+pub async fn exchange<S>(
+    mut sock: S,
+    state: Arc<Mutex<AgentState>>,
+    route: fn(&str, &AgentState) -> Response,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    let read = tokio::time::timeout(GET_TIMEOUT, async {
+        while len < buf.len() {
+            match sock.read(&mut buf[len..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => len += n,
+            }
+            if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    if read.is_err() {
+        return;
+    }
+    let req = String::from_utf8_lossy(&buf[..len]);
+    let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let snapshot = state.lock().map(|s| s.clone()).unwrap_or_default();
+    let (status, ctype, body) = route(&path, &snapshot);
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = sock.write_all(head.as_bytes()).await;
+    let _ = sock.write_all(body.as_bytes()).await;
+    let _ = sock.shutdown().await;
 }
 
 /// GET `path` from the agent at `addr` (`host:port`); the body of a 200.

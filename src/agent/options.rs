@@ -8,6 +8,8 @@ use std::time::Duration;
 
 /// The agent's loopback HTTP port when `agent_port` is not set.
 pub const DEFAULT_PORT: u16 = 9379;
+/// The scrape listener's port when `agent_metrics_port` is not set.
+pub const DEFAULT_METRICS_PORT: u16 = 9380;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentOptions {
@@ -24,6 +26,9 @@ pub struct AgentOptions {
     pub defrag_threshold: u8,
     /// `agent_check_interval`: how often the agent looks at its member.
     pub check_interval: Duration,
+    /// `agent_metrics_port`: the port of `/metrics` on the unit's address
+    /// while Prometheus is related; zero: no such listener.
+    pub metrics_port: u16,
 }
 
 impl Default for AgentOptions {
@@ -35,6 +40,7 @@ impl Default for AgentOptions {
             snapshot_retention: 4,
             defrag_threshold: 50,
             check_interval: Duration::from_secs(60),
+            metrics_port: DEFAULT_METRICS_PORT,
         }
     }
 }
@@ -120,6 +126,15 @@ impl AgentOptions {
             Some(p) if (1..=65535).contains(&p) => p as u16,
             Some(p) => return Err(format!("config agent_port={p} is not a TCP port")),
         };
+        let metrics_port = match int(m, "agent_metrics_port")? {
+            None => d.metrics_port,
+            Some(p) if (0..=65535).contains(&p) => p as u16,
+            Some(p) => {
+                return Err(format!(
+                    "config agent_metrics_port={p} is not a TCP port (0: off)"
+                ))
+            }
+        };
         let snapshot_retention = match int(m, "agent_snapshot_retention")? {
             None => d.snapshot_retention,
             Some(n) if (1..=1000).contains(&n) => n as u32,
@@ -149,6 +164,7 @@ impl AgentOptions {
             snapshot_retention,
             defrag_threshold,
             check_interval,
+            metrics_port,
         })
     }
 
@@ -170,6 +186,41 @@ impl AgentOptions {
             "--check-interval".into(),
             format_duration(self.check_interval),
         ]
+    }
+}
+
+/// The scrape listener the charm wants: `/metrics` on `listen`, over TLS
+/// with the files in `tls_dir`, plain http without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsListener {
+    pub listen: String,
+    pub tls_dir: Option<std::path::PathBuf>,
+}
+
+impl MetricsListener {
+    /// Appended to [`AgentOptions::args`].
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec!["--metrics-listen".into(), self.listen.clone()];
+        if let Some(d) = &self.tls_dir {
+            a.extend(["--metrics-tls".into(), d.display().to_string()]);
+        }
+        a
+    }
+
+    /// The listener an agent command line asks for.
+    pub fn of_args(args: &[String]) -> Option<MetricsListener> {
+        Some(MetricsListener {
+            listen: arg_value(args, "--metrics-listen")?.to_string(),
+            tls_dir: arg_value(args, "--metrics-tls").map(Into::into),
+        })
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+pub fn host_port(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        _ => format!("{host}:{port}"),
     }
 }
 
@@ -223,10 +274,21 @@ mod tests {
         .unwrap();
         assert!(!o.enabled);
         assert_eq!(o.port, 9400);
+        assert_eq!(o.metrics_port, DEFAULT_METRICS_PORT);
+        assert_eq!(
+            parse(json!({"agent_metrics_port": 0}))
+                .unwrap()
+                .metrics_port,
+            0
+        );
         assert_eq!(o.snapshot_interval, Duration::from_secs(5));
         assert_eq!((o.snapshot_retention, o.defrag_threshold), (2, 0));
         for (bad, names) in [
             (json!({"agent_port": 0}), "agent_port=0"),
+            (
+                json!({"agent_metrics_port": 70000}),
+                "agent_metrics_port=70000",
+            ),
             (
                 json!({"agent_snapshot_retention": 0}),
                 "agent_snapshot_retention=0",
@@ -255,6 +317,29 @@ mod tests {
         assert_eq!(arg_value(&a, "--listen"), Some("127.0.0.1:9379"));
         assert_eq!(arg_value(&a, "--snapshot-interval"), Some("21600s"));
         assert_eq!(arg_value(&a, "--check-interval"), Some("60s"));
+    }
+
+    #[test]
+    fn the_metrics_listener_round_trips_through_the_command_line() {
+        let plain = MetricsListener {
+            listen: "10.0.0.5:9380".into(),
+            tls_dir: None,
+        };
+        assert_eq!(plain.args(), ["--metrics-listen", "10.0.0.5:9380"]);
+        let tls = MetricsListener {
+            tls_dir: Some("/var/snap/etcd/common".into()),
+            ..plain.clone()
+        };
+        let mut a = AgentOptions::default().args("etcd/0", "127.0.0.1:9379");
+        assert_eq!(MetricsListener::of_args(&a), None);
+        a.extend(tls.args());
+        assert_eq!(
+            arg_value(&a, "--metrics-tls"),
+            Some("/var/snap/etcd/common")
+        );
+        assert_eq!(MetricsListener::of_args(&a), Some(tls));
+        assert_eq!(host_port("fd00::5", 9380), "[fd00::5]:9380");
+        assert_eq!(host_port("10.0.0.5", 9380), "10.0.0.5:9380");
     }
 
     #[test]

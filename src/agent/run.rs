@@ -43,6 +43,10 @@ pub struct Args {
     pub snapshot_retention: usize,
     pub defrag_threshold: u8,
     pub check_interval: String,
+    /// The scrape listener (`/metrics` only), if the charm wants one.
+    pub metrics_listen: Option<String>,
+    /// Its TLS files' dir; none: plain http (the operator's leave).
+    pub metrics_tls: Option<PathBuf>,
 }
 
 /// Where scheduled snapshots go: beside the actions' backups.
@@ -538,7 +542,23 @@ pub fn run(paths: Paths, args: Args) -> ExitCode {
             "maintenance agent for {} on http://{} (check every {check:?})",
             agent.args.unit, agent.args.listen
         );
-        tokio::spawn(super::http::serve(listener, state));
+        tokio::spawn(super::http::serve(listener, state.clone()));
+        if let Some(addr) = agent.args.metrics_listen.clone() {
+            let tls = agent.args.metrics_tls.clone();
+            if let Some(dir) = &tls {
+                // Checked once at start: a unit without its files says so.
+                if let Err(e) = super::scrape::server_config(dir) {
+                    return fail(format!("--metrics-tls {}: {e}", dir.display()));
+                }
+            }
+            let listener = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(l) => l,
+                Err(e) => return fail(format!("cannot listen on {addr}: {e}")),
+            };
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            info!("maintenance agent metrics on {scheme}://{addr}/metrics");
+            tokio::spawn(super::scrape::serve(listener, state, tls));
+        }
         let mut mem = Memory {
             started_at: started / 1000,
             unanswered: 0,

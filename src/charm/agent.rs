@@ -5,7 +5,7 @@
 
 use super::observed::Observed;
 use super::steps::{Plan, Step};
-use crate::agent::options::listen_addr;
+use crate::agent::options::{host_port, listen_addr, MetricsListener};
 use crate::agent::service::{self, Installed};
 use crate::agent::state::AgentState;
 use crate::context::Event;
@@ -37,8 +37,63 @@ pub fn observe(paths: &Paths, svc: &Service) -> AgentSeen {
     AgentSeen { installed, state }
 }
 
+/// The scrape listener for the related Prometheus (on another machine):
+/// only while `prometheus` has a relation, on the unit's ingress address
+/// at `agent_metrics_port`; https with client certificates once the unit
+/// has its TLS files, plain http only by `allow_insecure_listeners` (rule
+/// 7). Without a view of the relations (update-status reads none) it stays
+/// as the running agent has it.
+fn metrics_listener(o: &Observed, paths: &Paths) -> Option<MetricsListener> {
+    let c = o.config.as_ref().ok()?;
+    let related = if o.monitoring.known {
+        !o.monitoring.prometheus.is_empty()
+    } else {
+        let installed = o.agent.as_ref()?.installed.as_ref()?;
+        MetricsListener::of_args(&installed.args).is_some()
+    };
+    if !related || c.agent.metrics_port == 0 || o.client_address.is_empty() {
+        return None;
+    }
+    let tls_dir = o.tls.is_some().then(|| paths.common_dir());
+    if tls_dir.is_none() && !c.allow_insecure_listeners {
+        tracing::debug!(
+            "no metrics listener for prometheus: the unit has no TLS yet and \
+             allow_insecure_listeners is false"
+        );
+        return None;
+    }
+    Some(MetricsListener {
+        listen: host_port(&o.client_address, c.agent.metrics_port),
+        tls_dir,
+    })
+}
+
+/// The `etcd-charm-agent` scrape job's targets: every started member's
+/// host at `agent_metrics_port` (its agent listens there while prometheus
+/// is related). None when no agent listens: the agent or its listener is
+/// off, or the members serve plain http and the operator did not allow
+/// plain listeners.
+pub fn scrape_targets(o: &Observed) -> Option<Vec<String>> {
+    let c = o.config.as_ref().ok()?;
+    let port = c.agent.metrics_port;
+    if !c.agent.enabled
+        || port == 0
+        || !(super::monitoring::scrape_tls(o).is_some() || c.allow_insecure_listeners)
+    {
+        return None;
+    }
+    let etcd = super::monitoring::scrape_targets(o)?;
+    let mut t: Vec<String> = etcd
+        .iter()
+        .map(|t| t.rsplit_once(':').map_or(t.as_str(), |(host, _)| host))
+        .map(|host| format!("{host}:{port}"))
+        .collect();
+    t.dedup();
+    Some(t)
+}
+
 /// The agent's step, if it is not as the options want (pure).
-pub fn plan(o: &Observed, p: &Plan) -> Option<Step> {
+pub fn plan(o: &Observed, paths: &Paths, p: &Plan) -> Option<Step> {
     let seen = o.agent.as_ref()?;
     let running = seen.installed.as_ref().is_some_and(|i| i.running);
     let step = match &o.event {
@@ -58,7 +113,10 @@ pub fn plan(o: &Observed, p: &Plan) -> Option<Step> {
                 return None;
             }
             let listen = listen_addr(&o.client_address, c.agent.port);
-            let want = c.agent.args(&o.unit, &listen);
+            let mut want = c.agent.args(&o.unit, &listen);
+            if let Some(m) = metrics_listener(o, paths) {
+                want.extend(m.args());
+            }
             let same = seen
                 .installed
                 .as_ref()
@@ -131,6 +189,10 @@ mod tests {
         }
     }
 
+    fn paths() -> Paths {
+        Paths::new("/r")
+    }
+
     fn running_unit(agent: Option<AgentSeen>) -> Observed {
         let mut o = crate::charm::plan_tests::fresh(false);
         o.active = true;
@@ -143,7 +205,7 @@ mod tests {
     fn the_agent_follows_the_options() {
         let empty = Plan::default();
         // Not observed (a dry run, the plan tests): never a step.
-        assert_eq!(plan(&running_unit(None), &empty), None);
+        assert_eq!(plan(&running_unit(None), &paths(), &empty), None);
         // Not running: started with the options' command line.
         let o = running_unit(Some(seen(None)));
         let want = o
@@ -153,38 +215,96 @@ mod tests {
             .agent
             .args(&o.unit, "127.86.0.1:9379");
         assert_eq!(
-            plan(&o, &empty),
+            plan(&o, &paths(), &empty),
             Some(Step::Agent(AgentStep::Ensure(want.clone())))
         );
         // Running as wanted: nothing; with other arguments: replaced.
         assert_eq!(
-            plan(&running_unit(Some(seen(Some(want.clone())))), &empty),
+            plan(
+                &running_unit(Some(seen(Some(want.clone())))),
+                &paths(),
+                &empty
+            ),
             None
         );
         let old = vec!["agent".to_string(), "--listen".into(), "127.0.0.1:1".into()];
         assert!(matches!(
-            plan(&running_unit(Some(seen(Some(old.clone())))), &empty),
+            plan(
+                &running_unit(Some(seen(Some(old.clone())))),
+                &paths(),
+                &empty
+            ),
             Some(Step::Agent(AgentStep::Ensure(_)))
         ));
         // Turned off: stopped.
         let mut off = running_unit(Some(seen(Some(old.clone()))));
         off.config.as_mut().unwrap().agent.enabled = false;
-        assert_eq!(plan(&off, &empty), Some(Step::Agent(AgentStep::Stop)));
+        assert_eq!(
+            plan(&off, &paths(), &empty),
+            Some(Step::Agent(AgentStep::Stop))
+        );
         // No etcd running and none starting: not started yet.
         let mut idle = running_unit(Some(seen(None)));
         idle.active = false;
-        assert_eq!(plan(&idle, &empty), None);
+        assert_eq!(plan(&idle, &paths(), &empty), None);
         let starting = Plan {
             steps: vec![Step::StartEtcd],
             ..Default::default()
         };
-        assert!(plan(&idle, &starting).is_some());
+        assert!(plan(&idle, &paths(), &starting).is_some());
         // Stop and remove hooks.
         let mut stop = running_unit(Some(seen(Some(old.clone()))));
         stop.event = Event::Stop;
-        assert_eq!(plan(&stop, &empty), Some(Step::Agent(AgentStep::Stop)));
+        assert_eq!(
+            plan(&stop, &paths(), &empty),
+            Some(Step::Agent(AgentStep::Stop))
+        );
         stop.event = Event::Remove;
-        assert_eq!(plan(&stop, &empty), Some(Step::Agent(AgentStep::Remove)));
+        assert_eq!(
+            plan(&stop, &paths(), &empty),
+            Some(Step::Agent(AgentStep::Remove))
+        );
+    }
+
+    #[test]
+    fn the_metrics_listener_only_while_prometheus_is_related() {
+        use crate::agent::options::arg_value;
+        let wanted = |o: &Observed| match plan(o, &paths(), &Plan::default()) {
+            Some(Step::Agent(AgentStep::Ensure(a))) => a,
+            other => panic!("{other:?}"),
+        };
+        let mut o = running_unit(Some(seen(None)));
+        o.monitoring.known = true;
+        // No prometheus relation: no listener.
+        assert_eq!(MetricsListener::of_args(&wanted(&o)), None);
+        // Related, TLS: https on the ingress address with the common dir.
+        o.monitoring.prometheus = vec![Default::default()];
+        o.tls = Some(crate::etcd::ClientTls {
+            ca_pem: "ca".into(),
+            cert_pem: "c".into(),
+            key_pem: "k".into(),
+        });
+        let a = wanted(&o);
+        assert_eq!(arg_value(&a, "--metrics-listen"), Some("127.86.0.1:9380"));
+        assert_eq!(
+            arg_value(&a, "--metrics-tls"),
+            Some(paths().common_dir().to_str().unwrap())
+        );
+        // update-status reads no relation: the running agent keeps it.
+        let mut quiet = running_unit(Some(seen(Some(a.clone()))));
+        quiet.tls = o.tls.clone();
+        assert_eq!(plan(&quiet, &paths(), &Plan::default()), None);
+        // Without TLS: none, unless the operator allows plain listeners.
+        o.tls = None;
+        o.config.as_mut().unwrap().allow_insecure_listeners = false;
+        assert_eq!(MetricsListener::of_args(&wanted(&o)), None);
+        o.config.as_mut().unwrap().allow_insecure_listeners = true;
+        let a = wanted(&o);
+        assert_eq!(arg_value(&a, "--metrics-listen"), Some("127.86.0.1:9380"));
+        assert_eq!(arg_value(&a, "--metrics-tls"), None);
+        // agent_metrics_port=0: off.
+        o.config.as_mut().unwrap().agent.metrics_port = 0;
+        assert_eq!(MetricsListener::of_args(&wanted(&o)), None);
     }
 
     #[test]

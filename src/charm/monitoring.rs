@@ -1,7 +1,8 @@
 //! The monitoring endpoints the Python charm offered, doing real work
 //! (shared/interfaces.md §6):
 //! - `prometheus` (prometheus-manual): the leader asks for a scrape job over
-//!   every started member's client address;
+//!   every started member's client address, and a second one over their
+//!   maintenance agents' metrics listeners (`etcd-charm-agent`);
 //! - `grafana` (grafana-dashboard): the leader registers our dashboard
 //!   (templates/grafana-dashboard.json) once Prometheus is related;
 //! - `nrpe-external-master`: every unit writes its Nagios checks (nagios.rs)
@@ -33,6 +34,10 @@ pub const NRPE: &str = "nrpe-external-master";
 
 const DASHBOARD: &str = include_str!("../../templates/grafana-dashboard.json");
 const REQUEST_PREFIX: &str = "request_";
+/// The scrape job of etcd's own `/metrics`.
+pub const ETCD_JOB: &str = "etcd";
+/// The scrape job of the maintenance agents' `/metrics` (agent::scrape).
+pub const AGENT_JOB: &str = "etcd-charm-agent";
 /// Leadership data: the unit whose requests stand. Juju tells nobody that
 /// a unit lost leadership; writing this makes every other unit run
 /// leader-settings-changed, where a deposed leader withdraws its requests.
@@ -219,6 +224,10 @@ pub fn observe(
             if is_leader && endpoint != NRPE && request_id(&rel.own, endpoint).is_none() {
                 rel.fresh_id = uuid4()?;
             }
+            if is_leader && endpoint == PROMETHEUS && job_request_id(&rel.own, AGENT_JOB).is_none()
+            {
+                rel.fresh_agent_id = uuid4()?;
+            }
             rel.id = id;
             rels.push(rel);
         }
@@ -237,15 +246,23 @@ pub fn observe(
 
 /// The id of our existing request on `endpoint`, if this databag holds one.
 fn request_id(own: &Databag, endpoint: &str) -> Option<String> {
-    let name_key = if endpoint == GRAFANA {
-        "name"
+    if endpoint == GRAFANA {
+        named_request_id(own, "name", "etcd")
     } else {
-        "job_name"
-    };
+        job_request_id(own, ETCD_JOB)
+    }
+}
+
+/// The id of our existing prometheus request for scrape job `job`.
+fn job_request_id(own: &Databag, job: &str) -> Option<String> {
+    named_request_id(own, "job_name", job)
+}
+
+fn named_request_id(own: &Databag, name_key: &str, name: &str) -> Option<String> {
     own.iter().find_map(|(k, v)| {
         let id = k.strip_prefix(REQUEST_PREFIX)?;
         let req: Value = serde_json::from_str(v).ok()?;
-        (req["request_id"] == id && req[name_key] == "etcd").then(|| id.to_string())
+        (req["request_id"] == id && req[name_key] == name).then(|| id.to_string())
     })
 }
 
@@ -273,8 +290,13 @@ pub fn scrape_targets(o: &Observed) -> Option<Vec<String>> {
 /// certificate of `/metrics` too. The request goes through relation-set's
 /// stdin, and steps show keys by name only.
 pub fn prometheus_request(id: &str, targets: &[String], tls: Option<&ClientTls>) -> String {
+    job_request(ETCD_JOB, id, targets, tls)
+}
+
+/// A prometheus-manual request for scrape job `job`.
+pub fn job_request(job: &str, id: &str, targets: &[String], tls: Option<&ClientTls>) -> String {
     let mut v = json!({
-        "job_name": "etcd",
+        "job_name": job,
         "job_data": {
             "scheme": if tls.is_some() { "https" } else { "http" },
             "static_configs": [{"targets": targets}],
@@ -291,7 +313,7 @@ pub fn prometheus_request(id: &str, targets: &[String], tls: Option<&ClientTls>)
 }
 
 /// The client pair for the scrape job, when the members serve https.
-fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
+pub(super) fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
     let view = o.cluster.as_ref()?;
     let https = view
         .members
@@ -332,15 +354,15 @@ pub fn grafana_request(id: &str, dashboard: Value) -> String {
 
 /// Keys to set so `own` holds exactly `want` among our request keys (every
 /// other `request_*` key is deleted with an empty value).
-fn request_changes(own: &Databag, want: Option<(String, String)>) -> Databag {
+fn request_changes(own: &Databag, want: Vec<(String, String)>) -> Databag {
     let mut d: Databag = own
         .keys()
         .filter(|k| k.starts_with(REQUEST_PREFIX))
-        .filter(|k| want.as_ref().is_none_or(|(w, _)| w != *k))
+        .filter(|k| !want.iter().any(|(w, _)| w == *k))
         .filter(|k| !own[*k].is_empty())
         .map(|k| (k.clone(), String::new()))
         .collect();
-    if let Some((k, v)) = want {
+    for (k, v) in want {
         if own.get(&k) != Some(&v) {
             d.insert(k, v);
         }
@@ -388,31 +410,47 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
     // left from a time it led. Without a view of the cluster the request
     // stays as it is.
     let targets = scrape_targets(o);
+    let agent_targets = super::agent::scrape_targets(o);
+    let tls = scrape_tls(o);
     let mut prometheus_up: Option<(String, String)> = None; // (app, request id)
     for rel in &m.prometheus {
         let id = request_id(&rel.own, PROMETHEUS).unwrap_or_else(|| rel.fresh_id.clone());
+        let agent_id =
+            job_request_id(&rel.own, AGENT_JOB).unwrap_or_else(|| rel.fresh_agent_id.clone());
+        let key = |id: &str| format!("{REQUEST_PREFIX}{id}");
+        let kept = |id: &str| rel.own.get(&key(id)).map(|have| (key(id), have.clone()));
         let want = match (&targets, o.is_leader && !id.is_empty()) {
             (_, false) => None,
-            (Some(t), true) => Some(prometheus_request(&id, t, scrape_tls(o))),
-            (None, true) => match rel.own.get(&format!("{REQUEST_PREFIX}{id}")) {
-                Some(have) => Some(have.clone()),
+            (Some(t), true) => {
+                let mut w = vec![(key(&id), prometheus_request(&id, t, tls))];
+                if let (Some(a), false) = (&agent_targets, agent_id.is_empty()) {
+                    let req = job_request(AGENT_JOB, &agent_id, a, tls);
+                    w.push((key(&agent_id), req));
+                }
+                Some(w)
+            }
+            (None, true) => match kept(&id) {
+                Some(have) => Some(
+                    [Some(have), kept(&agent_id)]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                ),
                 None => continue,
             },
         };
-        if let Some(req) = want {
+        if let Some(w) = want {
             if prometheus_up.is_none() {
                 if let Some(app) = rel.remote_app() {
                     prometheus_up = Some((app.to_string(), id.clone()));
                 }
             }
-            refusals(rel, &id, p);
-            publish(
-                p,
-                &rel.id,
-                request_changes(&rel.own, Some((format!("{REQUEST_PREFIX}{id}"), req))),
-            );
+            for (k, _) in &w {
+                refusals(rel, &k[REQUEST_PREFIX.len()..], p);
+            }
+            publish(p, &rel.id, request_changes(&rel.own, w));
         } else {
-            publish(p, &rel.id, request_changes(&rel.own, None));
+            publish(p, &rel.id, request_changes(&rel.own, Vec::new()));
         }
     }
     // grafana: the leader's dashboard, once a Prometheus is related.
@@ -428,7 +466,11 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
             }
             _ => None,
         };
-        publish(p, &rel.id, request_changes(&rel.own, want));
+        publish(
+            p,
+            &rel.id,
+            request_changes(&rel.own, want.into_iter().collect()),
+        );
     }
     let requests = !m.prometheus.is_empty() || !m.grafana.is_empty();
     if o.is_leader && requests && o.leader.get(REQUESTS_BY) != Some(o.unit.as_str()) {

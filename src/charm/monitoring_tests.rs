@@ -60,6 +60,7 @@ fn rel(id: &str, remote: &str, own: Databag, fresh: &str) -> RelationData {
         own,
         remotes,
         fresh_id: fresh.into(),
+        fresh_agent_id: String::new(),
     }
 }
 
@@ -362,4 +363,131 @@ fn uuid4_has_the_version_and_variant_bits() {
     assert_eq!(&u[14..15], "4");
     assert!("89ab".contains(&u[19..20]), "{u}");
     assert_ne!(u, uuid4().unwrap());
+}
+
+const AGENT_ID: &str = "7c1e2d3f-4a5b-4c6d-8e7f-90a1b2c3d4e5";
+
+/// A prometheus relation of a leader that has drawn both ids.
+fn both_fresh() -> Monitoring {
+    let mut r = rel("prometheus:3", "prometheus/0", Databag::new(), ID);
+    r.fresh_agent_id = AGENT_ID.into();
+    let mut m = known();
+    m.prometheus = vec![r];
+    m
+}
+
+fn request(bag: &Databag, id: &str) -> Value {
+    serde_json::from_str(&bag[&format!("request_{id}")]).unwrap()
+}
+
+fn https(o: &mut Observed) {
+    o.tls = Some(ClientTls {
+        ca_pem: "CA PEM".into(),
+        cert_pem: "CLIENT CERT PEM".into(),
+        key_pem: "CLIENT KEY PEM".into(),
+    });
+    for mem in &mut o.cluster.as_mut().unwrap().members {
+        for u in &mut mem.client_urls {
+            *u = u.replace("http://", "https://");
+        }
+    }
+}
+
+#[test]
+fn the_leader_asks_for_a_second_job_over_the_agents_metrics_listeners() {
+    let bag = published(&steps(&leader(both_fresh())), "prometheus:3");
+    assert_eq!(bag.len(), 2, "{bag:?}");
+    assert_eq!(request(&bag, ID)["job_name"], "etcd");
+    let agent = request(&bag, AGENT_ID);
+    assert_eq!(agent["job_name"], AGENT_JOB);
+    assert_eq!(agent["request_id"], AGENT_ID);
+    assert_eq!(agent["job_data"]["scheme"], "http");
+    assert_eq!(
+        agent["job_data"]["static_configs"][0]["targets"],
+        json!(["10.0.0.1:9380", "10.0.0.2:9380"])
+    );
+    assert!(agent.get("client_key").is_none(), "{agent}");
+
+    // Over TLS: https with exactly the etcd job's CA and pair.
+    let mut o = leader(both_fresh());
+    https(&mut o);
+    let bag = published(&steps(&o), "prometheus:3");
+    let (etcd, agent) = (request(&bag, ID), request(&bag, AGENT_ID));
+    assert_eq!(agent["job_data"]["scheme"], "https");
+    for k in ["ca_cert", "client_cert", "client_key"] {
+        assert_eq!(agent[k], etcd[k], "{k}");
+    }
+    assert_eq!(agent["client_key"], "CLIENT KEY PEM");
+
+    // The port follows agent_metrics_port.
+    let mut o = leader(both_fresh());
+    o.config.as_mut().unwrap().agent.metrics_port = 9999;
+    let bag = published(&steps(&o), "prometheus:3");
+    assert_eq!(
+        request(&bag, AGENT_ID)["job_data"]["static_configs"][0]["targets"],
+        json!(["10.0.0.1:9999", "10.0.0.2:9999"])
+    );
+}
+
+#[test]
+fn both_ids_are_found_again_and_unchanged_requests_are_not_rewritten() {
+    let first = published(&steps(&leader(both_fresh())), "prometheus:3");
+    // The next hook: our databag holds both; observe drew no fresh ids
+    // (it finds both by job name), or other ones that must not be used.
+    for fresh in ["", "ffffffff-0000-4000-8000-000000000000"] {
+        let mut r = rel("prometheus:3", "prometheus/0", first.clone(), fresh);
+        r.fresh_agent_id = fresh.into();
+        let mut m = known();
+        m.prometheus = vec![r];
+        assert_eq!(steps(&leader(m.clone())), vec![], "fresh {fresh:?}");
+        // TLS arrives: both rewritten in place, under the same ids.
+        let mut o = leader(m);
+        https(&mut o);
+        let bag = published(&steps(&o), "prometheus:3");
+        assert_eq!(bag.len(), 2, "{bag:?}");
+        assert_eq!(request(&bag, ID)["job_data"]["scheme"], "https");
+        assert_eq!(request(&bag, AGENT_ID)["job_data"]["scheme"], "https");
+    }
+}
+
+#[test]
+fn a_non_leader_withdraws_both_requests() {
+    let own = published(&steps(&leader(both_fresh())), "prometheus:3");
+    let mut m = known();
+    m.prometheus = vec![rel("prometheus:3", "prometheus/0", own, "")];
+    let mut o = leader(m);
+    o.is_leader = false;
+    let bag = published(&steps(&o), "prometheus:3");
+    assert_eq!(bag[&format!("request_{ID}")], "");
+    assert_eq!(bag[&format!("request_{AGENT_ID}")], "");
+}
+
+#[test]
+fn no_agent_job_where_no_agent_listens() {
+    let own = published(&steps(&leader(both_fresh())), "prometheus:3");
+    let cases: [fn(&mut Observed); 3] = [
+        |o| o.config.as_mut().unwrap().agent.metrics_port = 0,
+        |o| o.config.as_mut().unwrap().agent.enabled = false,
+        // Plain members and plain listeners not allowed: the agents have none.
+        |o| o.config.as_mut().unwrap().allow_insecure_listeners = false,
+    ];
+    for (i, change) in cases.into_iter().enumerate() {
+        // Never asked for...
+        let mut o = leader(both_fresh());
+        change(&mut o);
+        let bag = published(&steps(&o), "prometheus:3");
+        assert_eq!(
+            bag.keys().collect::<Vec<_>>(),
+            [&format!("request_{ID}")],
+            "{i}"
+        );
+        // ...and one asked for before is withdrawn; the etcd job stays.
+        let mut m = known();
+        m.prometheus = vec![rel("prometheus:3", "prometheus/0", own.clone(), "")];
+        let mut o = leader(m);
+        change(&mut o);
+        let bag = published(&steps(&o), "prometheus:3");
+        assert_eq!(bag.len(), 1, "{i}: {bag:?}");
+        assert_eq!(bag[&format!("request_{AGENT_ID}")], "", "{i}");
+    }
 }

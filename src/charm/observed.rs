@@ -218,6 +218,9 @@ pub struct RelationData {
     /// A uuid4 drawn by observe for a request that has none yet (leader,
     /// prometheus and grafana only; empty otherwise).
     pub fresh_id: String,
+    /// The same for the agent's scrape job (`etcd-charm-agent`; leader,
+    /// prometheus only).
+    pub fresh_agent_id: String,
 }
 
 /// What the monitoring endpoints need, read once per pass.

@@ -162,7 +162,7 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     }
     super::running::plan(o, &mut p);
     let mut p = super::turn::gate(o, p);
-    p.steps.extend(super::agent::plan(o, &p));
+    p.steps.extend(super::agent::plan(o, paths, &p));
     p
 }
 
