@@ -68,30 +68,6 @@ fn metrics_listener(o: &Observed, paths: &Paths) -> Option<MetricsListener> {
     })
 }
 
-/// The `etcd-charm-agent` scrape job's targets: every started member's
-/// host at `agent_metrics_port` (its agent listens there while prometheus
-/// is related). None when no agent listens: the agent or its listener is
-/// off, or the members serve plain http and the operator did not allow
-/// plain listeners.
-pub fn scrape_targets(o: &Observed) -> Option<Vec<String>> {
-    let c = o.config.as_ref().ok()?;
-    let port = c.agent.metrics_port;
-    if !c.agent.enabled
-        || port == 0
-        || !(super::monitoring::scrape_tls(o).is_some() || c.allow_insecure_listeners)
-    {
-        return None;
-    }
-    let etcd = super::monitoring::scrape_targets(o)?;
-    let mut t: Vec<String> = etcd
-        .iter()
-        .map(|t| t.rsplit_once(':').map_or(t.as_str(), |(host, _)| host))
-        .map(|host| format!("{host}:{port}"))
-        .collect();
-    t.dedup();
-    Some(t)
-}
-
 /// The agent's step, if it is not as the options want (pure).
 pub fn plan(o: &Observed, paths: &Paths, p: &Plan) -> Option<Step> {
     let seen = o.agent.as_ref()?;

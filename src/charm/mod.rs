@@ -45,6 +45,7 @@ pub mod quiet;
 pub mod restore;
 mod restore_apply;
 mod running;
+pub mod scrape_jobs;
 pub mod snap_upgrade;
 mod snap_upgrade_apply;
 pub mod steps;

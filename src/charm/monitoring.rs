@@ -13,6 +13,7 @@
 
 use super::nagios;
 use super::observed::{Mode, Observed};
+use super::scrape_jobs;
 use super::steps::{Plan, Step};
 use crate::context::{Event, HookContext, RelationKind};
 use crate::error::{io, Result};
@@ -266,24 +267,6 @@ fn named_request_id(own: &Databag, name_key: &str, name: &str) -> Option<String>
     })
 }
 
-/// `host:port` of every started member's client URL, sorted.
-pub fn scrape_targets(o: &Observed) -> Option<Vec<String>> {
-    let view = o.cluster.as_ref()?;
-    let mut t: Vec<String> = view
-        .members
-        .iter()
-        .filter(|m| !m.name.is_empty())
-        .filter_map(|m| m.client_urls.first())
-        .map(|u| {
-            let rest = u.split_once("://").map_or(u.as_str(), |(_, r)| r);
-            rest.split('/').next().unwrap_or(rest).to_string()
-        })
-        .collect();
-    t.sort();
-    t.dedup();
-    (!t.is_empty()).then_some(t)
-}
-
 /// The prometheus-manual request: a scrape job over `targets`. Over TLS
 /// (every member serves https) the job is https with the CA and the client
 /// pair at the top level, as the Python charm sent them: etcd asks a client
@@ -310,18 +293,6 @@ pub fn job_request(job: &str, id: &str, targets: &[String], tls: Option<&ClientT
     }
     // serde_json's maps are sorted: the text is stable across hooks.
     v.to_string()
-}
-
-/// The client pair for the scrape job, when the members serve https.
-pub(super) fn scrape_tls(o: &Observed) -> Option<&ClientTls> {
-    let view = o.cluster.as_ref()?;
-    let https = view
-        .members
-        .iter()
-        .filter(|m| !m.name.is_empty())
-        .filter_map(|m| m.client_urls.first())
-        .all(|u| u.starts_with("https://"));
-    o.tls.as_ref().filter(|_| https)
 }
 
 /// Replaces the template's placeholders in every string of `v`.
@@ -409,9 +380,9 @@ pub fn plan(o: &Observed, paths: &Paths, p: &mut Plan) {
     // prometheus: the leader's request; everyone else withdraws any request
     // left from a time it led. Without a view of the cluster the request
     // stays as it is.
-    let targets = scrape_targets(o);
-    let agent_targets = super::agent::scrape_targets(o);
-    let tls = scrape_tls(o);
+    let targets = scrape_jobs::etcd_targets(o);
+    let agent_targets = scrape_jobs::agent_targets(o);
+    let tls = scrape_jobs::scrape_tls(o);
     let mut prometheus_up: Option<(String, String)> = None; // (app, request id)
     for rel in &m.prometheus {
         let id = request_id(&rel.own, PROMETHEUS).unwrap_or_else(|| rel.fresh_id.clone());
