@@ -20,7 +20,9 @@ Sections:
            of 3 units and an etcd 3.4 → 3.5 channel upgrade (systemd
            machines), each beside its floors from the same cluster (a
            member restarted by hand, a move-leader):
-           tests/availability_bench.rs.
+           tests/availability_bench.rs; and a CA rotation (the easyrsa-like
+           stand-in's rotate-ca, tests/charm_tls_rotation.rs) beside the
+           routine cluster's floors.
 
 Layout: this file parses the options and runs the sections; each section
 is its own module (hooks.py, deploy.py, migration.py with copy_path.py,
