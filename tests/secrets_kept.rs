@@ -301,7 +301,9 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
         let v = req[k].as_str().unwrap_or_else(|| panic!("no {k}: {req}"));
         std::fs::write(pems.path().join(k), v).unwrap();
     }
-    let scrape = |with_pair: bool| {
+    // GET `url` as Prometheus would, with or without the request's pair;
+    // the status code on a last line of its own.
+    let curl = |url: &str, with_pair: bool| {
         let mut c = Command::new("curl");
         c.args(["-sS", "--max-time", "10", "--cacert"])
             .arg(pems.path().join("ca_cert"));
@@ -311,8 +313,9 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
                 .arg("--key")
                 .arg(pems.path().join("client_key"));
         }
-        c.arg(format!("https://{target}/metrics")).output().unwrap()
+        c.args(["-w", "\n%{http_code}"]).arg(url).output().unwrap()
     };
+    let scrape = |with_pair: bool| curl(&format!("https://{target}/metrics"), with_pair);
     let got = scrape(true);
     assert!(
         String::from_utf8_lossy(&got.stdout).contains("etcd_server_has_leader 1"),
@@ -355,19 +358,7 @@ fn a_tls_unit_shows_no_key_and_logs_no_token() {
     let (host, _) = target.rsplit_once(':').unwrap();
     assert_eq!(atarget, format!("{host}:9380"), "{areq}");
     let agent_get = |with_pair: bool, path: &str, scheme: &str| {
-        let mut c = Command::new("curl");
-        c.args(["-sS", "--max-time", "10", "--cacert"])
-            .arg(pems.path().join("ca_cert"));
-        if with_pair {
-            c.arg("--cert")
-                .arg(pems.path().join("client_cert"))
-                .arg("--key")
-                .arg(pems.path().join("client_key"));
-        }
-        c.args(["-w", "\n%{http_code}"])
-            .arg(format!("{scheme}://{atarget}{path}"))
-            .output()
-            .unwrap()
+        curl(&format!("{scheme}://{atarget}{path}"), with_pair)
     };
     // The agent is restarted with its listener by the relation's hook.
     wait_until(
