@@ -8,8 +8,8 @@
 //!
 //! No turn when this member is not running (a start is not a restart), is
 //! not a voter (a learner or a removed member going down costs no quorum),
-//! is the only voter, or in the stop hook (the member leaves the cluster
-//! first).
+//! is the only voter, in the stop hook, or when the plan removes it from
+//! the cluster before it goes down (a detaching volume).
 
 use super::observed::Observed;
 use super::steps::UpgradeStep;
@@ -53,6 +53,19 @@ fn needs_turn(o: &Observed) -> bool {
     view.is_some_and(|v| v.voters() > 1 && v.by_id(id).is_some_and(|m| !m.is_learner))
 }
 
+/// The plan takes this unit's member out of the cluster before it goes
+/// down (a detaching volume, a departing unit): a member no longer in the
+/// cluster costs it no voter, and its own member list could not grant a
+/// turn anyway (the hook would wait the turn out for nothing).
+fn leaves_first(o: &Observed, before: &[Step]) -> bool {
+    let Some(own) = member_id(o) else {
+        return false;
+    };
+    before
+        .iter()
+        .any(|s| matches!(s, Step::RemoveMember { id, .. } if *id == own))
+}
+
 fn reason(steps: &[Step]) -> String {
     if let Some(to) = steps.iter().find_map(|s| match s {
         Step::SnapUpgrade(UpgradeStep::Refresh { channel }) => Some(channel),
@@ -74,7 +87,7 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     let Some(down) = p.steps.iter().position(goes_down) else {
         return p;
     };
-    if !needs_turn(o) {
+    if !needs_turn(o) || leaves_first(o, &p.steps[..down]) {
         return p;
     }
     // The config that makes the restart necessary is written inside the
@@ -231,6 +244,23 @@ mod tests {
         Step::TakeTurn {
             reason: reason.into(),
         }
+    }
+
+    #[test]
+    fn a_member_that_leaves_the_cluster_first_stops_without_a_turn() {
+        let leave = Step::RemoveMember {
+            name: "etcd0".into(),
+            id: 0xaa,
+        };
+        let steps = vec![leave.clone(), Step::StopEtcd];
+        assert_eq!(gated(&three(), steps.clone()), steps);
+        // Removing another member first is no such thing.
+        let other = Step::RemoveMember {
+            name: "etcd1".into(),
+            id: 0xbb,
+        };
+        let got = gated(&three(), vec![other.clone(), Step::StopEtcd]);
+        assert_eq!(got[1], take("restarting the member"), "{got:?}");
     }
 
     #[test]
