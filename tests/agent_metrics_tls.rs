@@ -88,16 +88,8 @@ fn metrics_over_mtls_only_for_the_units_ca() {
     let url = |p: &str| format!("https://{METRICS}{p}");
 
     // The client pair of the unit's CA: the metrics.
-    let ok = curl(&[
-        "--cacert",
-        &cacert,
-        "--cert",
-        &cert,
-        "--key",
-        &key,
-        "-f",
-        &url("/metrics"),
-    ]);
+    let pair = ["--cacert", &cacert, "--cert", &cert, "--key", &key];
+    let ok = curl(&[&pair[..], &["-f", &url("/metrics")]].concat());
     let body = String::from_utf8_lossy(&ok.stdout);
     assert!(
         ok.status.success(),
@@ -108,19 +100,13 @@ fn metrics_over_mtls_only_for_the_units_ca() {
 
     // Never the JSON state there, nor anything else.
     for p in ["/", "/state", "/nope"] {
-        let out = curl(&[
-            "--cacert",
-            &cacert,
-            "--cert",
-            &cert,
-            "--key",
-            &key,
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &url(p),
-        ]);
+        let out = curl(
+            &[
+                &pair[..],
+                &["-o", "/dev/null", "-w", "%{http_code}", &url(p)],
+            ]
+            .concat(),
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout), "404", "{p}");
     }
 
