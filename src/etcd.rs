@@ -506,12 +506,16 @@ pub struct MemberDetail {
     pub errors: Vec<String>,
 }
 
-/// Plain http, like the maintenance actions today; it takes [`Endpoints`]
-/// (and so TLS) once the charm serves TLS.
+/// A client for one slow maintenance call (compact, defragment): connected
+/// within [`CALL_TIMEOUT`], the call given `timeout`; https with the
+/// process-wide pair like every other call (plain, these failed on every
+/// TLS cluster with a certificate error).
 async fn connect_for(endpoint: &str, timeout: Duration) -> Result<Client> {
+    let eps = Endpoints::from(endpoint);
     let opts = ConnectOptions::new()
         .with_connect_timeout(CALL_TIMEOUT)
         .with_timeout(timeout);
+    let opts = with_tls(opts, tls_for(&eps).as_ref());
     bounded(
         endpoint,
         "connect",

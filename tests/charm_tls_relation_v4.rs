@@ -1,12 +1,39 @@
 //! Issue 11, items 1–2 with the v4 stand-in CA (tests/charms/v4-ca): each
 //! unit's own RSA key and CSR, the leader's leaf shared as the one client
 //! pair; the same plain → TLS move under a writer
-//! (tests/tls_relation_support).
+//! (tests/tls_relation_support). Then what a TLS cluster must still do
+//! that plain http did: the maintenance actions, the quiet update-status.
 
 mod tls_relation_support;
 mod upgrade_support;
 mod writer_support;
+use serde_json::Value;
 use tls_relation_support::*;
+use upgrade_support::*;
+
+/// `run-action` on `unit` that must complete; its results.
+fn action(m: &Model, unit: &str, name: &str, params: &[&str]) -> Value {
+    let mut args = vec!["run-action", unit, name, "--format", "json"];
+    args.extend_from_slice(params);
+    let out = m.run(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"));
+    assert_eq!(v["status"], "completed", "{name} on a TLS cluster: {text}");
+    v["results"].clone()
+}
+
+/// Hook-tool calls of `unit`'s latest update-status run (it exited 0).
+fn update_status_calls(m: &Model, unit: &str) -> u64 {
+    let log = m.ok(&["log", "--format=json"]);
+    let run: Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["hook"] == "update-status" && r["unit"] == unit)
+        .last()
+        .unwrap_or_else(|| panic!("no update-status ran on {unit}"));
+    assert_eq!(run["exit"], 0, "update-status failed: {run}");
+    run["tool_calls"].as_u64().unwrap()
+}
 
 #[test]
 fn a_plain_cluster_related_to_a_v4_ca_moves_to_tls_one_member_at_a_time() {
@@ -19,4 +46,35 @@ fn a_plain_cluster_related_to_a_v4_ca_moves_to_tls_one_member_at_a_time() {
         "two units share a server key"
     );
     assert!(f0.client_cert.exists());
+
+    // Issue 19.6: compact and defrag reach the members over TLS.
+    let r = action(&m, &units[1], "compact", &["physical=true"]);
+    assert!(
+        r["output"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("compacted revision"),
+        "{r}"
+    );
+    let r = action(&m, &units[0], "defrag", &[]);
+    for u in &units {
+        let k = u.replace('/', "");
+        assert!(
+            r["members"][&k]["db-size-after"].is_string(),
+            "{u} not defragmented: {r}"
+        );
+    }
+
+    // Issue 19.14: a settled TLS unit takes the quiet update-status (at
+    // most 4 hook-tool calls, as on plain http), not the full reconcile.
+    m.ok(&["update-status"]);
+    m.ok(&["settle"]);
+    for u in &units {
+        m.ok(&["update-status", u]);
+        let calls = update_status_calls(&m, u);
+        assert!(
+            calls <= 4,
+            "{u}'s update-status on TLS made {calls} hook-tool calls (the quiet path takes ≤ 4)"
+        );
+    }
 }

@@ -63,6 +63,9 @@ fn settled_view(paths: &Paths) -> Option<ClusterView> {
     if !service.is_active().unwrap_or(false) {
         return None;
     }
+    // On a TLS unit the view needs the client pair before it is asked
+    // (without it this path was never taken on TLS).
+    super::observe::local_tls(paths);
     let v = etcd::block_on(etcd::view_from(&endpoint)).ok()?;
     // Whatever the full reconcile would block on must keep this path shut:
     // an error the member reports, or a raised alarm (one etcd call, no
