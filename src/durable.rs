@@ -98,7 +98,11 @@ mod tests {
             return;
         }
         let Ok(strace) = which_strace() else {
-            eprintln!("strace not installed: skipping");
+            crate::prereq::skip(
+                "durable fsync trace",
+                "strace not installed",
+                "apt-get install strace",
+            );
             return;
         };
         let d = tempfile::tempdir().unwrap();

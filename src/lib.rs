@@ -17,6 +17,7 @@
 //!    - `space`     — free space before a copy: need = size + margin.
 //!    - `restart`   — the restart policy the drop-in and the direct supervisor share.
 //!    - `failpoint` — crash points for the crash-safety tests (inert unless armed).
+//!    - `prereq`    — a test's missing prerequisite: fatal when ./test runs strict, else counted.
 //! 2. The workload
 //!    - `render`    — etcd.conf.yml and the systemd drop-in, from templates/ and typed structs.
 //!    - `layout`    — what is on disk: configs, data dirs, legacy locations, their members; the start guard.
@@ -79,6 +80,7 @@ pub mod hooktools;
 pub mod layout;
 pub mod migrate;
 pub mod paths;
+pub mod prereq;
 pub mod render;
 pub mod restart;
 pub mod rolling;

@@ -17,9 +17,10 @@ fn a_deploy_without_snapd_blocks_every_unit_saying_what_to_do() {
         .find(|d| d.join("snap").is_file())
     {
         // There a deploy would really install the etcd snap.
-        eprintln!(
-            "skipped: {} has a `snap` command",
-            dir.join("snap").display()
+        etcd_charm::prereq::skip(
+            "charm_first_contact",
+            &format!("{} has a `snap` command", dir.join("snap").display()),
+            "run the suite on a machine without snapd",
         );
         return;
     }

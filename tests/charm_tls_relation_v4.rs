@@ -27,9 +27,9 @@ fn update_status_calls(m: &Model, unit: &str) -> u64 {
     let log = m.ok(&["log", "--format=json"]);
     let run: Value = log
         .lines()
+        .rev()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["hook"] == "update-status" && r["unit"] == unit)
-        .last()
+        .find(|r| r["hook"] == "update-status" && r["unit"] == unit)
         .unwrap_or_else(|| panic!("no update-status ran on {unit}"));
     assert_eq!(run["exit"], 0, "update-status failed: {run}");
     run["tool_calls"].as_u64().unwrap()

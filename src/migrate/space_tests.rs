@@ -144,7 +144,11 @@ impl Tmpfs {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("cannot mount a tmpfs here (not root, or no mount privilege): skipped");
+            crate::prereq::skip(
+                "migrate ENOSPC copy",
+                "cannot mount a tmpfs",
+                "run the tests as root",
+            );
             return None;
         }
         Some(Tmpfs { dir })
