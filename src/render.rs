@@ -59,6 +59,12 @@ pub struct EtcdConfig {
     pub heartbeat_interval: u64,
     pub election_timeout: u64,
     pub strict_reconfig_check: bool,
+    /// etcd's v2 API (`enable-v2`): written only when true, for a cluster
+    /// taken over from the Python charm, whose config enabled it.
+    pub enable_v2: bool,
+    /// The v3 JSON gateway (`/v3/...` over HTTP): etcd reading a config
+    /// file serves it only when the file says so. Written only when true.
+    pub grpc_gateway: bool,
     /// The backend quota and auto-compaction; each written only when set.
     pub storage: StorageOptions,
     /// https on both listeners with client-cert auth; None renders the
@@ -205,6 +211,11 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
                 "strict_reconfig_check",
                 Some(cfg.strict_reconfig_check.to_string()),
             ),
+            ("enable_v2", cfg.enable_v2.then(|| "true".to_string())),
+            (
+                "enable_grpc_gateway",
+                cfg.grpc_gateway.then(|| "true".to_string()),
+            ),
             (
                 "quota_backend_bytes",
                 cfg.storage.quota_backend_bytes.map(|n| n.to_string()),
@@ -262,6 +273,10 @@ struct RawConfig {
     heartbeat_interval: u64,
     election_timeout: u64,
     strict_reconfig_check: bool,
+    #[serde(default)]
+    enable_v2: Option<bool>,
+    #[serde(default)]
+    enable_grpc_gateway: Option<bool>,
     #[serde(default)]
     quota_backend_bytes: Option<u64>,
     #[serde(default)]
@@ -340,6 +355,8 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
         heartbeat_interval: raw.heartbeat_interval,
         election_timeout: raw.election_timeout,
         strict_reconfig_check: raw.strict_reconfig_check,
+        enable_v2: raw.enable_v2.unwrap_or(false),
+        grpc_gateway: raw.enable_grpc_gateway.unwrap_or(false),
         storage: StorageOptions {
             quota_backend_bytes: raw.quota_backend_bytes,
             auto_compaction_mode: raw.auto_compaction_mode,
@@ -555,6 +572,8 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            enable_v2: false,
+            grpc_gateway: true,
             storage: Default::default(),
             tls: None,
         }
@@ -583,6 +602,8 @@ mod tests {
             heartbeat_interval: 0,
             election_timeout: u64::MAX,
             strict_reconfig_check: false,
+            enable_v2: true,
+            grpc_gateway: true,
             storage: Default::default(),
             tls: None,
         }
@@ -603,12 +624,14 @@ mod tests {
             heartbeat_interval: 1,
             election_timeout: 2,
             strict_reconfig_check: false,
+            enable_v2: false,
+            grpc_gateway: false,
             storage: Default::default(),
             tls: None,
         }
     }
 
-    const KEYS: [&str; 13] = [
+    const KEYS: [&str; 15] = [
         "name",
         "data-dir",
         "listen-peer-urls",
@@ -622,6 +645,8 @@ mod tests {
         "heartbeat-interval",
         "election-timeout",
         "strict-reconfig-check",
+        "enable-v2",
+        "enable-grpc-gateway",
     ];
 
     #[test]
@@ -1027,6 +1052,8 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            enable_v2: true,
+            grpc_gateway: true,
             storage: Default::default(),
             tls: None,
         };

@@ -77,6 +77,8 @@ fn unit_with(me: &Member, cluster: &[Member], state: ClusterState, etcd_bin: &Pa
         election_timeout: 500,
         // Lets member add/remove go through at once after a start.
         strict_reconfig_check: false,
+        enable_v2: false,
+        grpc_gateway: true,
         storage: Default::default(),
         tls: None,
     };

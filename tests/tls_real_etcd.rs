@@ -87,6 +87,8 @@ fn etcd_serves_https_with_client_cert_auth_on_the_rendered_config() {
         heartbeat_interval: 100,
         election_timeout: 1000,
         strict_reconfig_check: true,
+        enable_v2: false,
+        grpc_gateway: true,
         storage: Default::default(),
         tls: Some(EtcdTls {
             cert_file: s(&p.server_cert),

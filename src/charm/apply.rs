@@ -608,6 +608,8 @@ mod tests {
             heartbeat_interval: 100,
             election_timeout: 1000,
             strict_reconfig_check: true,
+            enable_v2: false,
+            grpc_gateway: true,
             storage: Default::default(),
             tls: None,
         };

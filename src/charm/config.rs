@@ -46,6 +46,9 @@ pub struct CharmConfig {
 pub const INSECURE_HTTP_PORT: u16 = 4001;
 pub const INSECURE_HTTP_URL: &str = "http://127.0.0.1:4001";
 
+/// etcd refuses a larger `election-timeout` at start.
+pub const MAX_ELECTION_TIMEOUT_MS: u64 = 50_000;
+
 /// The largest quota etcd recommends (its docs: 8 GiB is the suggested
 /// maximum; beyond it bbolt's mmap and defrag times degrade).
 pub const MAX_QUOTA: i64 = 8 << 30;
@@ -326,6 +329,11 @@ impl CharmConfig {
         let heartbeat_interval = positive("heartbeat_interval", d.heartbeat_interval)?;
         let election_timeout = positive("election_timeout", d.election_timeout)?;
         // etcd refuses to start otherwise; say so before it does.
+        if election_timeout > MAX_ELECTION_TIMEOUT_MS {
+            return Err(format!(
+                "config election_timeout={election_timeout} is above etcd's maximum of {MAX_ELECTION_TIMEOUT_MS} ms"
+            ));
+        }
         if heartbeat_interval
             .checked_mul(5)
             .is_none_or(|min| election_timeout < min)
@@ -436,6 +444,7 @@ mod tests {
             (json!({"port": 2380}), "both 2380"),
             (json!({"heartbeat_interval": 0}), "heartbeat_interval=0"),
             (json!({"election_timeout": 300}), "election_timeout=300"),
+            (json!({"election_timeout": 50001}), "maximum of 50000"),
             // 5 x this overflows a u64: refused, not a panic.
             (
                 json!({"heartbeat_interval": i64::MAX, "election_timeout": 1000}),

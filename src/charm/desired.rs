@@ -95,9 +95,24 @@ pub fn desired_config(
         heartbeat_interval: c.heartbeat_interval,
         election_timeout: c.election_timeout,
         strict_reconfig_check: true,
+        enable_v2: keeps_v2(o),
+        grpc_gateway: true,
         storage: c.storage_options(),
         tls: etcd_tls(o, c, paths),
     }
+}
+
+/// etcd's v2 API stays on where the config on disk turned it on (the
+/// Python charm's did): its v2 clients and keys would go dark otherwise.
+/// Nowhere else is it turned on: v2 is deprecated and unauthenticated
+/// by etcd's v3 roles.
+pub(super) fn keeps_v2(o: &Observed) -> bool {
+    o.disk
+        .config
+        .as_ref()
+        .and_then(|c| c.as_ref().ok())
+        .and_then(|c| c.raw.get("enable-v2"))
+        .is_some_and(|v| v.trim() == "true")
 }
 
 /// The fields whose change needs a restart (etcd ignores `initial-*` once

@@ -1099,6 +1099,7 @@ fn a_changed_port_closes_the_one_the_config_still_advertises() {
 }
 
 /// A TLS member of the Python charm kept on TLS (issue 11).
+mod http_apis;
 mod tls;
 
 /// Each piece of evidence that a cluster exists stops a bootstrap on its
