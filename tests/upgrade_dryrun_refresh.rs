@@ -207,3 +207,65 @@ fn the_dry_run_says_what_a_refresh_from_the_python_charm_keeps_drops_and_refuses
         assert!(text.contains(&line), "{line:?} not in\n{text}");
     }
 }
+
+/// The Python stand-in on machines of `base`, etcd not started (the base
+/// check needs none). Its series gain bionic, as older revisions listed.
+fn python_on(base: &str) -> (Model, tempfile::TempDir) {
+    let m = Model::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let old = python_stand_in(tmp.path());
+    let meta = old.join("metadata.yaml");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let text = text.replace("series:\n", "series:\n  - bionic\n");
+    assert!(text.contains("bionic"));
+    std::fs::write(&meta, text).unwrap();
+    m.ok(&[
+        "deploy",
+        old.to_str().unwrap(),
+        "--base",
+        base,
+        "--config",
+        "bind_to_all_interfaces=false",
+        "--env",
+        "ETCD_CHARM_SERVICE=direct",
+        "--env",
+        "ETCD_CHARM_ROOT={unit_root}",
+    ]);
+    (m, tmp)
+}
+
+#[test]
+fn the_dry_run_checks_the_machines_base_as_juju_refresh_does() {
+    // Focal: the Python charm ran there, and so does this one.
+    let (m, _tmp) = python_on("ubuntu@20.04");
+    let (code, r) = report(&m);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["verdict"], "proceed", "{r:#}");
+    assert_eq!(r["refresh"]["machine_base"], "ubuntu@20.04", "{r:#}");
+    let bases = r["refresh"]["bases"].as_array().unwrap();
+    assert!(bases.iter().any(|b| b == "ubuntu@20.04"), "{bases:?}");
+    let out = m.run(&["refresh", "etcd", "--path", m.charm.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "juju refresh on focal: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Bionic is no base of this charm: the dry run refuses with Juju's words.
+    let (m, _tmp) = python_on("ubuntu@18.04");
+    let (code, r) = report(&m);
+    assert_eq!(code, 2, "{r:#}");
+    assert_eq!(r["verdict"], "refused", "{r:#}");
+    let why = r["refresh"]["refusals"][0].as_str().unwrap().to_string();
+    assert!(
+        why.starts_with("base \"ubuntu@18.04\" not supported by charm"),
+        "{why}"
+    );
+    let out = m.run(&["refresh", "etcd", "--path", m.charm.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&why),
+        "juju refresh says what the dry run said: {err}"
+    );
+}

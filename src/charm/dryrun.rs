@@ -240,7 +240,8 @@ fn build(paths: &Paths, explicit_unit: Option<&str>) -> Result<Report, String> {
     let old_dir = std::env::var_os("JUJU_CHARM_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
-    let refresh = super::dryrun_refresh::observe(old_dir, hook_tools.then_some(&tools));
+    let refresh =
+        super::dryrun_refresh::observe(old_dir, hook_tools.then_some(&tools), paths.root());
     let refused = refresh.refusals();
     Ok(Report {
         unit,

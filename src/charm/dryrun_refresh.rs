@@ -28,21 +28,29 @@ pub struct RefreshView {
     pub stored: Option<Map<String, Value>>,
     /// What the hook tools could not tell.
     pub unread: Vec<String>,
+    /// The machine's base from its os-release (None: it does not say).
+    pub machine_base: Option<String>,
+    /// The bases this charm declares.
+    pub bases: Vec<String>,
 }
 
 impl RefreshView {
     /// Refusals `juju refresh` would make.
     pub fn refusals(&self) -> Vec<String> {
+        // Juju checks the base first, on the client, whatever the old charm.
+        let base = super::bases::refusal(self.machine_base.as_deref(), &self.bases);
         if self.unavailable.is_some() {
-            return Vec::new();
+            return base.into_iter().collect();
         }
-        compat::refusals(
+        let mut r: Vec<String> = base.into_iter().collect();
+        r.extend(compat::refusals(
             &self.cmp,
             &self.old,
             &self.new,
             |ep| self.relations.get(ep).cloned().unwrap_or_default(),
             |st| self.attached.get(st).copied().unwrap_or(0),
-        )
+        ));
+        r
     }
 
     /// Values set on the old charm that the refresh drops. Only values that
@@ -85,12 +93,17 @@ fn read_decl(dir: &Path) -> Result<CharmDecl, String> {
     CharmDecl::parse(&text, config.as_deref()).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
-/// Reads the old charm from `old_dir` and, with hook tools, the live facts.
-pub fn observe(old_dir: Option<PathBuf>, tools: Option<&HookTools>) -> RefreshView {
+/// Reads the old charm from `old_dir`, the machine's base from
+/// `<root>/etc/os-release` and, with hook tools, the live facts.
+pub fn observe(old_dir: Option<PathBuf>, tools: Option<&HookTools>, root: &Path) -> RefreshView {
     let new = CharmDecl::ours();
     let mut v = RefreshView {
         old_dir: old_dir.clone(),
         new: new.clone(),
+        machine_base: std::fs::read_to_string(root.join("etc/os-release"))
+            .ok()
+            .and_then(|t| super::bases::machine_base(&t)),
+        bases: super::bases::ours(),
         ..Default::default()
     };
     let Some(dir) = old_dir else {
@@ -149,8 +162,19 @@ pub fn text(v: &RefreshView) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "\nRefresh (what juju refresh keeps and drops):");
+    let _ = writeln!(
+        s,
+        "  machine base {}; this charm's bases: {}",
+        v.machine_base
+            .as_deref()
+            .unwrap_or("unknown (no os-release)"),
+        v.bases.join(", ")
+    );
     if let Some(why) = &v.unavailable {
         let _ = writeln!(s, "  not compared: {why}");
+        for r in v.refusals() {
+            let _ = writeln!(s, "  juju refresh would refuse: {r}");
+        }
         return s;
     }
     if let Some(d) = &v.old_dir {
@@ -247,7 +271,9 @@ pub fn text(v: &RefreshView) -> String {
 
 pub fn to_json(v: &RefreshView) -> Value {
     if let Some(why) = &v.unavailable {
-        return json!({"compared": false, "reason": why, "old_charm_dir": v.old_dir});
+        return json!({"compared": false, "reason": why, "old_charm_dir": v.old_dir,
+                      "machine_base": v.machine_base, "bases": v.bases,
+                      "refusals": v.refusals()});
     }
     let diff = |c: &Change| match c {
         Change::Changed(d) => json!(d),
@@ -299,6 +325,8 @@ pub fn to_json(v: &RefreshView) -> Value {
         .collect();
     json!({
         "compared": true,
+        "machine_base": v.machine_base,
+        "bases": v.bases,
         "old_charm_dir": v.old_dir,
         "old_charm": v.old.name,
         "new_charm": v.new.name,

@@ -278,6 +278,7 @@ pub fn add_units(
         m.next_machine += 1;
         charmdir::copy_tree(&charm, &unit.charm_dir())?;
         std::fs::create_dir_all(unit.root())?;
+        write_os_release(&unit.root(), &unit.base)?;
         let mut unit = unit;
         let a = m.app(app)?;
         let sizes = storage.unwrap_or(&a.storage_directives);
@@ -325,4 +326,17 @@ pub fn add_unit(ctx: &Ctx, app: Option<&str>, n: u32, storage_args: &[String]) -
     ctx.progress.note(&format!("added {}", added.join(", ")));
     provision(ctx)?;
     ctx.settle()
+}
+
+/// The machine's /etc/os-release under the unit's root, for its base
+/// (`ubuntu@20.04` -> ID=ubuntu, VERSION_ID="20.04"), as on a Juju machine.
+fn write_os_release(root: &std::path::Path, base: &str) -> Result<()> {
+    let (id, version) = base.split_once('@').unwrap_or((base, ""));
+    let etc = root.join("etc");
+    std::fs::create_dir_all(&etc)?;
+    std::fs::write(
+        etc.join("os-release"),
+        format!("NAME=\"{id}\"\nID={id}\nVERSION_ID=\"{version}\"\n"),
+    )?;
+    Ok(())
 }
