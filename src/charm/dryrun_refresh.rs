@@ -433,12 +433,16 @@ mod tests {
 
     #[test]
     fn nothing_is_compared_without_the_old_charm() {
-        let v = observe(None, None);
+        let v = observe(None, None, Path::new("/nonexistent"));
         assert!(v.unavailable.is_some());
         assert!(text(&v).contains("not compared: JUJU_CHARM_DIR is not set"));
         assert_eq!(to_json(&v)["compared"], false);
         assert!(v.refusals().is_empty());
-        let v = observe(Some("/nonexistent/charm".into()), None);
+        let v = observe(
+            Some("/nonexistent/charm".into()),
+            None,
+            Path::new("/nonexistent"),
+        );
         assert!(v
             .unavailable
             .unwrap()
