@@ -195,7 +195,11 @@ impl Applier<'_> {
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
             Step::SnapUpgrade(u) => return self.snap_upgrade(u),
-            Step::Tls(t) => super::certificates_apply::apply(t, self.paths)?,
+            Step::Tls(t) => {
+                if let Some(d) = super::certificates_apply::apply(t, self.paths, self.tools)? {
+                    self.set_leader_data(&d)?;
+                }
+            }
             Step::Volume(v) => crate::storage::apply(v, self.paths, &|| {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,

@@ -28,9 +28,10 @@
 //! - Renewal (a new leaf from the same CA) is files only: etcd reads the
 //!   pair on each handshake.
 //! - The client pair is one pair for every unit: the legacy provider's
-//!   shared `client.cert`/`client.key`; under v4, the leader's leaf (v4
-//!   leaves carry no EKU), shared in leadership data as the Python charm
-//!   shared its client pair.
+//!   shared `client.cert`/`client.key`; under v4, a client certificate of
+//!   its own that the leader asks for (certificates_client.rs), shared in
+//!   leadership data as the Python charm shared its client pair. No unit's
+//!   server key leaves that unit.
 //!
 //! - A new CA on a unit that serves https is rotated in three rolling
 //!   stages (certificates_rotation.rs).
@@ -92,6 +93,7 @@ pub fn observe(
     mode: Mode,
     unread: &mut Vec<String>,
     related: &BTreeSet<String>,
+    is_leader: bool,
 ) -> Result<Certs> {
     let f = tls::files::TlsPaths::new(paths);
     let mut c = Certs {
@@ -104,6 +106,7 @@ pub fn observe(
         hostname: read("/proc/sys/kernel/hostname".into())
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
+        now: super::expiry::now_unix(),
         ..Default::default()
     };
     let common = paths.common_dir();
@@ -165,6 +168,15 @@ pub fn observe(
         )?,
         None => Databag::new(),
     };
+    if is_leader {
+        c.own_app = tolerate(
+            mode,
+            unread,
+            &format!("our app databag in {rel} (relation-get --app)"),
+            || tools.relation_get_app(&rel, ctx.app_name()),
+            Databag::new,
+        )?;
+    }
     c.protocol = tls::protocol_of(&app, &bags);
     match c.protocol {
         Some(Protocol::Legacy) => {
@@ -204,6 +216,7 @@ pub fn observe(
                             });
                         }
                     }
+                    c.v4_answers = all;
                 }
                 Err(e) => c.problem = Some(e.to_string()),
             }
@@ -231,6 +244,15 @@ impl std::fmt::Display for TlsStep {
             TlsStep::WriteCa { why, .. } => write!(f, "write ca.crt: {why}"),
             TlsStep::MoveLeader { to, .. } => {
                 write!(f, "move raft leadership to member {to:x} before the TLS restart")
+            }
+            TlsStep::NewClientCsr { relation, key } => write!(
+                f,
+                "make the shared client certificate's request ({}; kept in leadership data) and ask for it on {relation}",
+                if key.is_some() { "the same key" } else { "a key of its own" }
+            ),
+            TlsStep::PublishApp { relation, data } => {
+                let keys: Vec<&str> = data.keys().map(|k| k.as_str()).collect();
+                write!(f, "publish {} in this application's databag on {relation}", keys.join(", "))
             }
         }
     }
@@ -289,7 +311,7 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
         return;
     }
     let stage = stage(o);
-    share_client(o, p);
+    super::certificates_client::plan(o, p);
     match material(o) {
         None => p.notes.push(waiting_note(o)),
         Some(m) if current(o) == Stage::Full && super::certificates_rotation::handles(o, &m) => {
@@ -353,45 +375,14 @@ fn waiting_note(o: &Observed) -> String {
     }
 }
 
-/// Leadership data keys of the v4 client pair the leader shares.
-pub const CLIENT_CERT_KEY: &str = "tls-client-cert";
-pub const CLIENT_KEY_KEY: &str = "tls-client-key";
-
-/// The v4 client pair in leadership data, if the current CA signed it.
-fn shared_client(o: &Observed, ca: &str) -> Option<Pair> {
-    let cert = o.leader.get(CLIENT_CERT_KEY)?;
-    let key = o.leader.get(CLIENT_KEY_KEY)?;
-    tls::cert::signed_by(cert, ca).ok()?.then(|| Pair {
-        cert: cert.to_string(),
-        key: key.to_string(),
-    })
-}
-
-/// v4 leaves carry no extended key usage, so the leader's leaf serves as
-/// the one client pair: shared through leadership data, as the Python
-/// charm shared its client pair. Set when missing or from another CA.
-fn share_client(o: &Observed, p: &mut Plan) {
-    let off = &o.certs.offer;
-    let (Some(ca), Some(server)) = (&off.ca, &off.server) else {
-        return;
-    };
-    if o.is_leader && o.certs.protocol == Some(Protocol::V4) && shared_client(o, ca).is_none() {
-        p.steps.push(Step::SetLeaderData(
-            [
-                (CLIENT_CERT_KEY.to_string(), server.cert.clone()),
-                (CLIENT_KEY_KEY.to_string(), server.key.clone()),
-            ]
-            .into(),
-        ));
-    }
-}
+pub use super::certificates_client::{CLIENT_CERT_KEY, CLIENT_KEY_KEY};
 
 /// Everything the files need, when the provider has issued all of it.
 fn material(o: &Observed) -> Option<tls::files::Material> {
     let off = &o.certs.offer;
     let ca = off.ca.clone()?;
     let client = match o.certs.protocol {
-        Some(Protocol::V4) => shared_client(o, &ca)?,
+        Some(Protocol::V4) => super::certificates_client::shared(o, &ca)?,
         _ => off.client.clone()?,
     };
     Some(tls::files::Material {

@@ -3,13 +3,16 @@
 //! restart.
 
 use super::certificates::{read, TlsStep, V4_CSR, V4_KEY};
+use super::certificates_client::{CLIENT_CN, CLIENT_CSR_KEY, CLIENT_CSR_KEY_KEY, REQUESTS};
 use crate::error::Result;
+use crate::hooktools::{Databag, HookTools};
 use crate::paths::Paths;
 use crate::tls;
 use tracing::info;
 
-/// Apply's half: the only code here that writes or talks to etcd.
-pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
+/// Apply's half: the only code here that writes or talks to etcd. What it
+/// returns goes to leadership data (the caller writes it).
+pub fn apply(step: &TlsStep, paths: &Paths, tools: &HookTools) -> Result<Option<Databag>> {
     let io = |what: &std::path::Path, e: std::io::Error| {
         crate::error::Error::Other(format!("{}: {e}", what.display()))
     };
@@ -54,7 +57,7 @@ pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
             let s = crate::etcd::block_on(crate::etcd::member_status(from_endpoint.as_str()))?;
             if s.leader != s.member_id {
                 info!("raft leadership is already on {:x}", s.leader);
-                return Ok(());
+                return Ok(None);
             }
             info!("moving raft leadership to {to:x} before the TLS restart");
             if let Err(e) = crate::etcd::block_on::<(), crate::etcd::EtcdError>(
@@ -63,6 +66,29 @@ pub fn apply(step: &TlsStep, paths: &Paths) -> Result<()> {
                 info!("raft leadership not moved ({e}); restarting anyway (etcd hands it over on stop)");
             }
         }
+        TlsStep::NewClientCsr { relation, key } => {
+            let key = match key {
+                Some(k) => k.clone(),
+                // RSA 2048: the v4 library accepts nothing else.
+                None => tls::key::generate(tls::key::KeyAlg::Rsa2048).map_err(tls_err)?,
+            };
+            let csr = tls::key::client_csr(&key, CLIENT_CN).map_err(tls_err)?;
+            let ask: Databag = [(
+                REQUESTS.to_string(),
+                tls::v4::requests_value(std::slice::from_ref(&csr)),
+            )]
+            .into();
+            tools.relation_set_app(relation, &ask)?;
+            info!("asked {relation} for the shared client certificate (a new CSR)");
+            return Ok(Some(
+                [
+                    (CLIENT_CSR_KEY.to_string(), csr),
+                    (CLIENT_CSR_KEY_KEY.to_string(), key.pem().to_string()),
+                ]
+                .into(),
+            ));
+        }
+        TlsStep::PublishApp { relation, data } => tools.relation_set_app(relation, data)?,
     }
-    Ok(())
+    Ok(None)
 }

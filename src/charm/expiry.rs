@@ -36,7 +36,7 @@ pub const WARN_DAYS: i64 = 14;
 pub const CRITICAL_DAYS: i64 = 7;
 const DAY: i64 = 86_400;
 
-fn now_unix() -> i64 {
+pub fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

@@ -19,6 +19,7 @@ pub mod bases;
 pub mod bootstrap;
 pub mod certificates;
 mod certificates_apply;
+mod certificates_client;
 mod certificates_names;
 pub mod certificates_rotation;
 mod certificates_stage;

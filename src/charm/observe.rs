@@ -276,7 +276,8 @@ pub fn observe_with(
         None => Vec::new(),
     };
     let snap = super::snap_upgrade::observe(service, paths, config.as_ref().ok());
-    let certs = super::certificates::observe(ctx, tools, paths, mode, u, &monitoring.related)?;
+    let related = &monitoring.related;
+    let certs = super::certificates::observe(ctx, tools, paths, mode, u, related, is_leader)?;
     let observed = Observed {
         certs,
         storage,

@@ -339,4 +339,10 @@ pub struct Certs {
     pub hostname: String,
     /// The bind addresses of the cluster and db endpoints (network-get).
     pub binds: Vec<String>,
+    /// A v4 provider's `certificates` list (no keys in it).
+    pub v4_answers: Vec<crate::tls::v4::ProviderCertificate>,
+    /// Our application's databag in the relation (read by the leader only).
+    pub own_app: Databag,
+    /// When observe ran, in seconds since the epoch.
+    pub now: i64,
 }

@@ -270,6 +270,15 @@ pub enum TlsStep {
     WriteCa { pem: String, why: String },
     /// Raft leadership to `to` before this member's peer URL changes.
     MoveLeader { from_endpoint: String, to: u64 },
+    /// Leader: a CSR for the shared client certificate (for `key`, or a
+    /// new key), kept in leadership data and asked for in `relation`'s app
+    /// databag (certificates_client.rs).
+    NewClientCsr {
+        relation: String,
+        key: Option<crate::tls::key::PrivateKey>,
+    },
+    /// Leader: this application's databag in `relation`.
+    PublishApp { relation: String, data: Databag },
 }
 
 /// Where the token we will use came from, for logs and the dry run.

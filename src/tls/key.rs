@@ -81,18 +81,63 @@ pub fn generate(alg: KeyAlg) -> Result<PrivateKey, TlsError> {
 }
 
 /// A PEM certificate signing request for `key`: subject CN `common_name`,
-/// SANs `sans` (IP addresses become IP SANs, the rest DNS names).
+/// SANs `sans` (IP addresses become IP SANs, the rest DNS names). Each
+/// call's subject carries a fresh unique identifier (as the v4 library's
+/// CSRs do), so a renewal for the same key and names is a new request the
+/// provider answers anew (it matches answers by the CSR's text).
 pub fn csr(key: &PrivateKey, common_name: &str, sans: &[String]) -> Result<String, TlsError> {
-    let mut params =
-        CertificateParams::new(sans.to_vec()).map_err(|e| TlsError::new("CSR SANs", e))?;
+    let params = CertificateParams::new(sans.to_vec()).map_err(|e| TlsError::new("CSR SANs", e))?;
+    request(key, common_name, params)
+}
+
+/// A CSR for a client certificate (clientAuth only, no SANs): the one
+/// client pair the units share with etcd's clients, for a key of its own.
+pub fn client_csr(key: &PrivateKey, common_name: &str) -> Result<String, TlsError> {
+    let mut params = CertificateParams::default();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    request(key, common_name, params)
+}
+
+/// x500UniqueIdentifier (2.5.4.45).
+const UNIQUE_ID: [u64; 4] = [2, 5, 4, 45];
+
+fn request(
+    key: &PrivateKey,
+    common_name: &str,
+    mut params: CertificateParams,
+) -> Result<String, TlsError> {
+    use rand_core::RngCore;
+    let mut id = [0u8; 16];
+    rand_core::OsRng.fill_bytes(&mut id);
+    let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, common_name);
+    dn.push(DnType::CustomDnType(UNIQUE_ID.to_vec()), id);
     params.distinguished_name = dn;
     let kp = key.key_pair()?;
     params
         .serialize_request(&kp)
         .and_then(|r| r.pem())
         .map_err(|e| TlsError::new("CSR", e))
+}
+
+/// Whether `csr_pem` is a request for `key` (its public key is the key's).
+pub fn csr_is_for(csr_pem: &str, key: &PrivateKey) -> bool {
+    use x509_parser::prelude::{FromDer, X509CertificationRequest};
+    let Ok(kp) = key.key_pair() else {
+        return false;
+    };
+    let Some(Ok(block)) = x509_parser::pem::Pem::iter_from_buffer(csr_pem.as_bytes()).next() else {
+        return false;
+    };
+    X509CertificationRequest::from_der(&block.contents).is_ok_and(|(_, r)| {
+        r.certification_request_info
+            .subject_pki
+            .subject_public_key
+            .data
+            .as_ref()
+            == kp.der_bytes()
+    })
 }
 
 /// What a CSR asks for: (subject CN, SANs as text).

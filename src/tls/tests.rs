@@ -68,6 +68,31 @@ fn our_rsa_key_and_csr_become_a_certificate_that_reads_back() {
 }
 
 #[test]
+fn a_client_csr_asks_client_auth_for_its_own_key_and_each_csr_is_new() {
+    let k = key::generate(KeyAlg::EcdsaP256).unwrap();
+    let other = key::generate(KeyAlg::EcdsaP256).unwrap();
+    let csr = key::client_csr(&k, "etcd-client").unwrap();
+    assert!(key::csr_is_for(&csr, &k));
+    assert!(!key::csr_is_for(&csr, &other));
+    assert!(!key::csr_is_for("junk", &k));
+    let (cn, asked) = key::csr_names(&csr).unwrap();
+    assert_eq!(cn.as_deref(), Some("etcd-client"));
+    assert!(asked.is_empty(), "{asked:?}");
+    let params = CertificateSigningRequestParams::from_pem(&csr).unwrap();
+    assert_eq!(
+        params.params.extended_key_usages,
+        [rcgen::ExtendedKeyUsagePurpose::ClientAuth]
+    );
+    // A renewal (same key, same names) is a request of its own text.
+    assert_ne!(key::client_csr(&k, "etcd-client").unwrap(), csr);
+    let s1 = key::csr(&k, "10.0.0.5", &sans()).unwrap();
+    assert_ne!(key::csr(&k, "10.0.0.5", &sans()).unwrap(), s1);
+    let ca = test_ca("Test CA");
+    let leaf = sign(&ca, &csr);
+    assert!(k.matches_cert(&leaf).unwrap());
+}
+
+#[test]
 fn signed_by_knows_the_issuing_ca_also_inside_a_bundle() {
     let old = test_ca("Old CA");
     let new = test_ca("New CA");
