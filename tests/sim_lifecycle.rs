@@ -146,6 +146,62 @@ fn removing_a_unit_before_it_joined_anyone() {
 }
 
 #[test]
+fn a_dying_unit_whose_stop_fails_stays_in_error_until_resolved_or_forced() {
+    let sim = Sim::new();
+    sim.deploy(3);
+    // A workload on simtest/2 (as etcd would be), and a stop hook that fails
+    // (as a removal refused for quorum does).
+    sim.exec_ok(
+        "simtest/2",
+        "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > \"$JUJUSIM_UNIT_ROOT/pid\"",
+    );
+    let pid = std::fs::read_to_string(sim.root("simtest/2").join("pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    sim.on("simtest/2", "stop", "exit 1\n");
+    let out = sim.run(&["remove-unit", "simtest/2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let unit = |st: &serde_json::Value| st["applications"]["simtest"]["units"]["simtest/2"].clone();
+    let u = unit(&sim.status());
+    assert_eq!(u["juju-status"]["current"], "error", "{u}");
+    assert_eq!(u["life"], "dying", "{u}");
+    assert!(alive(&pid), "the unit's workload runs on");
+    assert_eq!(sim.hooks("simtest/2").last().unwrap(), "stop");
+
+    // A second plain remove-unit changes nothing and names the way out.
+    let again = sim.run(&["remove-unit", "simtest/2"]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("--force"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    // resolve retries the failed stop: still failing, still in error.
+    let out = sim.run(&["resolve", "simtest/2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(unit(&sim.status())["juju-status"]["current"], "error");
+
+    // --force: Juju removes the dying unit whatever its agent is doing; no
+    // further hook runs on it, and its machine (its processes) goes with it.
+    let n = sim.hooks("simtest/2").len();
+    sim.ok(&["remove-unit", "simtest/2", "--force"]);
+    assert!(unit(&sim.status()).is_null(), "simtest/2 is gone");
+    assert_eq!(sim.hooks("simtest/2").len(), n, "no hook ran on it");
+    assert!(!alive(&pid), "its workload was stopped with its machine");
+    for u in ["simtest/0", "simtest/1"] {
+        assert_eq!(
+            sim.exec_ok(u, "relation-list -r cluster:0 --format=json")
+                .matches("simtest/")
+                .count(),
+            1,
+            "{u}"
+        );
+    }
+}
+
+#[test]
 fn removing_the_leader_elects_another() {
     let sim = Sim::new();
     sim.deploy(3);

@@ -88,7 +88,7 @@ pub enum Command {
     /// Remove a unit: it leaves its relations, stops, is removed, and its processes are killed
     RemoveUnit {
         unit: String,
-        /// Also remove a unit that is in error (its failed hook is dropped)
+        /// Also remove a unit that is in error: an alive one begins its removal (its failed hook is dropped); a dying one is removed at once, no further hook run, its processes stopped
         #[arg(long)]
         force: bool,
     },

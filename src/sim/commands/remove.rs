@@ -8,10 +8,17 @@ use crate::sim::model::{Agent, Life};
 use crate::sim::procs::{self, Target};
 
 pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
-    ctx.dir.update(|m| {
+    let forced = ctx.dir.update(|m| {
         let u = m.unit_mut(unit)?;
         if u.life == Life::Dying {
-            bail!("{unit} is already being removed");
+            if !force {
+                let why = match &u.agent {
+                    Agent::Error(hook) => format!(" and is in error (hook {hook:?})"),
+                    _ => String::new(),
+                };
+                bail!("{unit} is already being removed{why}: `resolve` it to retry, or pass --force to remove it whatever its hooks say");
+            }
+            return Ok(Some(u.root()));
         }
         if let Agent::Error(hook) = &u.agent {
             if !force {
@@ -21,9 +28,36 @@ pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
             u.queue.pop_front();
         }
         events::begin_removal(m, unit);
+        Ok(None)
+    })?;
+    if let Some(root) = forced {
+        force_removal(ctx, unit, &root)?;
+    }
+    ctx.settle()
+}
+
+/// `remove-unit --force` of a unit already dying (stuck in error on a
+/// removal hook, typically): as Juju's controller does with a forced
+/// removal, the unit is removed from the model whatever its agent is
+/// doing, no further hook runs on it, and its machine goes with it (its
+/// processes are stopped). The departed hooks of the units it was related
+/// to were queued when it began dying.
+fn force_removal(ctx: &Ctx, unit: &str, root: &std::path::Path) -> Result<()> {
+    if let Some(unit_dir) = root.parent() {
+        machine::stop(unit_dir);
+    }
+    let n = procs::stop(&Target::unit(&ctx.dir.root, root), ctx.opts.kill_grace);
+    ctx.dir.update(|m| {
+        if let Some(u) = m.units.get_mut(unit) {
+            // After its processes stopped, so nothing holds a mount busy.
+            crate::sim::storage::release_all(u);
+        }
+        events::finish_removal(m, unit);
         Ok(())
     })?;
-    ctx.settle()
+    ctx.progress
+        .note(&format!("{unit} removed by force ({n} processes stopped)"));
+    Ok(())
 }
 
 /// `detach-storage`: the unit runs `<name>-storage-detaching`; once that
