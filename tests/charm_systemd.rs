@@ -277,7 +277,7 @@ fn the_standin_refreshes_and_reverts_as_snapd_does() {
     );
     wait_until("etcd 3.5 to serve", Duration::from_secs(60), || {
         let v = etcdctl(&m.endpoint(u), &["endpoint", "status", "-w", "json"]);
-        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.5.1\"")
+        String::from_utf8_lossy(&v.stdout).contains("\"version\":\"3.5.")
     });
     assert_keys(&m.endpoint(u), "rev233", 5);
     put_keys(&m.endpoint(u), "rev280", 3);
