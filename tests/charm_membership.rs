@@ -1,6 +1,9 @@
-//! Membership repairs on real etcd (issue 10.4, 10.5): a refused removal is
-//! completed by a later hook once quorum is back; a member that lost its
-//! WAL comes back under a new ID, never as its old voter.
+//! Membership repairs on real etcd (issue 10.4, 10.5, 19.3): a removal
+//! refused for quorum fails the stop hook and leaves etcd running (resolve
+//! retries it once the down member is back; `remove-unit --force` removes
+//! the unit anyway, and a later hook of the leader completes the removal);
+//! a member that lost its WAL comes back under a new ID, never as its old
+//! voter.
 
 mod charm_support;
 mod writer_support;
@@ -12,15 +15,14 @@ fn names(endpoint: &str) -> Vec<String> {
     members(endpoint).into_iter().map(|x| x.1).collect()
 }
 
-#[test]
-fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
+/// A 3-unit cluster whose etcd/2 is dead and cannot come back while the
+/// returned listener holds its peer port; keys `q/0..10` written.
+fn three_with_etcd2_down() -> (Model, std::net::TcpListener) {
     let m = Model::new();
     m.deploy(3);
     m.assert_all_healthy(3);
     put_keys(&m.endpoints(), "q", 10);
-    let leader = m.leader();
-    assert_eq!(leader, "etcd/0");
-    // etcd/2's etcd is dead and cannot come back while its peer port is held.
+    assert_eq!(m.leader(), "etcd/0");
     m.kill_etcd("etcd/2");
     let addr = m.address("etcd/2");
     let mut blocker = None;
@@ -32,13 +34,118 @@ fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
             blocker.is_some()
         },
     );
-    let _ = m.run(&["remove-unit", "etcd/1"]);
-    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
-    // Refused: the member is still listed, and the leader says so.
+    (m, blocker.unwrap())
+}
+
+/// A jujusim command that may end with some unit in error (exit 2: etcd/2,
+/// whose etcd cannot start, fails its hooks); returns stderr.
+fn run_tolerating_errors(m: &Model, args: &[&str]) -> String {
+    let out = m.run(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0 | 2)),
+        "jujusim {args:?}: {err}"
+    );
+    err
+}
+
+/// Drops the blocker and brings etcd/2's member back (bounded).
+fn bring_etcd2_back(m: &Model, blocker: std::net::TcpListener) {
+    drop(blocker);
+    if m.unit("etcd/2")["juju-status"]["current"] == "error" {
+        run_tolerating_errors(m, &["resolve", "etcd/2"]);
+    }
+    run_tolerating_errors(m, &["reboot", "etcd/2"]);
+    wait_until("etcd/2 to answer", Duration::from_secs(30), || {
+        etcdctl(&m.endpoint("etcd/2"), &["endpoint", "health"])
+            .status
+            .success()
+    });
+}
+
+/// The output the last run of `hook` on `unit` left in the hook log.
+fn last_output(m: &Model, unit: &str, hook: &str) -> String {
+    let log = m.ok(&["log", "--unit", unit, "--format", "json"]);
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["hook"] == hook)
+        .map(|r| r["output"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// The puts of `n` keys `<prefix>/<i>` that succeed, one etcdctl each.
+fn puts_ok(endpoints: &str, prefix: &str, n: usize) -> usize {
+    (0..n)
+        .filter(|i| {
+            etcdctl(endpoints, &["put", &format!("{prefix}/{i}"), "v"])
+                .status
+                .success()
+        })
+        .count()
+}
+
+#[test]
+fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
+    let (m, blocker) = three_with_etcd2_down();
+    // Removing a healthy unit now would leave one of two members up.
+    let out = m.run(&["remove-unit", "etcd/1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "the unit is left in error: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let u = m.unit("etcd/1");
+    assert_eq!(u["juju-status"]["current"], "error", "{u}");
+    assert_eq!(u["juju-status"]["message"], "hook failed: \"stop\"", "{u}");
+    let why = last_output(&m, "etcd/1", "stop");
+    assert!(
+        why.contains("no quorum") && why.contains("remove-unit --force"),
+        "the hook says why and what to do: {why}"
+    );
     assert!(
         names(&m.endpoint("etcd/0")).contains(&"etcd1".to_string()),
         "etcd1 still listed"
     );
+    // etcd/1's etcd still runs: the cluster keeps its quorum.
+    let eps = format!("{},{}", m.endpoint("etcd/0"), m.endpoint("etcd/1"));
+    assert_eq!(puts_ok(&eps, "after", 10), 10, "writes after the refusal");
+
+    // The down member returns; resolving retries the stop hook, which now
+    // removes the member and stops etcd; the unit goes.
+    bring_etcd2_back(&m, blocker);
+    assert_ne!(m.unit("etcd/2")["juju-status"]["current"], "error");
+    m.ok(&["resolve", "etcd/1"]);
+    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
+    assert_eq!(names(&m.endpoint("etcd/0")), ["etcd0", "etcd2"]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(2);
+    for u in m.units() {
+        assert_keys(&m.endpoint(&u), "q", 10);
+    }
+}
+
+#[test]
+fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
+    let (m, blocker) = three_with_etcd2_down();
+    let out = m.run(&["remove-unit", "etcd/1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let ep1 = m.endpoint("etcd/1");
+    // The operator removes it anyway: its machine goes, and with it etcd.
+    run_tolerating_errors(&m, &["remove-unit", "etcd/1", "--force"]);
+    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
+    assert!(
+        !etcdctl(&ep1, &["endpoint", "health"]).status.success(),
+        "etcd/1's etcd stopped with its machine"
+    );
+    // Its member is still listed (no quorum to remove it): the cluster has
+    // lost quorum, as the operator was told, and the leader says so.
+    assert!(
+        names(&m.endpoint("etcd/0")).contains(&"etcd1".to_string()),
+        "etcd1 still listed"
+    );
+    run_tolerating_errors(&m, &["update-status", "etcd/0"]);
     let (s, msg) = {
         let u = m.unit("etcd/0");
         (
@@ -52,18 +159,13 @@ fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
                 .to_string(),
         )
     };
-    assert_eq!(s, "blocked", "{msg}");
-    assert!(
-        msg.contains("etcd1") && msg.contains("no quorum"),
-        "the status says what is pending: {msg}"
+    assert_eq!(
+        (s.as_str(), msg.as_str()),
+        ("waiting", "Waiting for the cluster to elect a raft leader")
     );
 
     // etcd/2 returns; the leader's next routine hook completes the removal.
-    drop(blocker);
-    if m.unit("etcd/2")["juju-status"]["current"] == "error" {
-        m.ok(&["resolve", "etcd/2"]);
-    }
-    m.ok(&["reboot", "etcd/2"]);
+    bring_etcd2_back(&m, blocker);
     wait_until("quorum to return", Duration::from_secs(30), || {
         etcdctl(&m.endpoint("etcd/0"), &["get", "q/0"])
             .status
