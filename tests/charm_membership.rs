@@ -15,79 +15,20 @@ fn names(endpoint: &str) -> Vec<String> {
     members(endpoint).into_iter().map(|x| x.1).collect()
 }
 
-/// A 3-unit cluster whose etcd/2 is dead and cannot come back while the
-/// returned listener holds its peer port; keys `q/0..10` written.
-fn three_with_etcd2_down() -> (Model, std::net::TcpListener) {
+/// A 3-unit cluster whose etcd/2 is dead and held down; keys `q/0..10`.
+fn three_with_etcd2_down() -> (Model, HeldDown) {
     let m = Model::new();
     m.deploy(3);
     m.assert_all_healthy(3);
     put_keys(&m.endpoints(), "q", 10);
     assert_eq!(m.leader(), "etcd/0");
-    m.kill_etcd("etcd/2");
-    let addr = m.address("etcd/2");
-    let mut blocker = None;
-    wait_until(
-        "etcd/2's peer port to be free",
-        Duration::from_secs(10),
-        || {
-            blocker = std::net::TcpListener::bind((addr.as_str(), 2380)).ok();
-            blocker.is_some()
-        },
-    );
-    (m, blocker.unwrap())
-}
-
-/// A jujusim command that may end with some unit in error (exit 2: etcd/2,
-/// whose etcd cannot start, fails its hooks); returns stderr.
-fn run_tolerating_errors(m: &Model, args: &[&str]) -> String {
-    let out = m.run(args);
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        matches!(out.status.code(), Some(0 | 2)),
-        "jujusim {args:?}: {err}"
-    );
-    err
-}
-
-/// Drops the blocker and brings etcd/2's member back (bounded).
-fn bring_etcd2_back(m: &Model, blocker: std::net::TcpListener) {
-    drop(blocker);
-    if m.unit("etcd/2")["juju-status"]["current"] == "error" {
-        run_tolerating_errors(m, &["resolve", "etcd/2"]);
-    }
-    run_tolerating_errors(m, &["reboot", "etcd/2"]);
-    wait_until("etcd/2 to answer", Duration::from_secs(30), || {
-        etcdctl(&m.endpoint("etcd/2"), &["endpoint", "health"])
-            .status
-            .success()
-    });
-}
-
-/// The output the last run of `hook` on `unit` left in the hook log.
-fn last_output(m: &Model, unit: &str, hook: &str) -> String {
-    let log = m.ok(&["log", "--unit", unit, "--format", "json"]);
-    log.lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|r| r["hook"] == hook)
-        .map(|r| r["output"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
-}
-
-/// The puts of `n` keys `<prefix>/<i>` that succeed, one etcdctl each.
-fn puts_ok(endpoints: &str, prefix: &str, n: usize) -> usize {
-    (0..n)
-        .filter(|i| {
-            etcdctl(endpoints, &["put", &format!("{prefix}/{i}"), "v"])
-                .status
-                .success()
-        })
-        .count()
+    let held = m.hold_down("etcd/2");
+    (m, held)
 }
 
 #[test]
 fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
-    let (m, blocker) = three_with_etcd2_down();
+    let (m, held) = three_with_etcd2_down();
     // Removing a healthy unit now would leave one of two members up.
     let out = m.run(&["remove-unit", "etcd/1"]);
     assert_eq!(
@@ -99,7 +40,7 @@ fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
     let u = m.unit("etcd/1");
     assert_eq!(u["juju-status"]["current"], "error", "{u}");
     assert_eq!(u["juju-status"]["message"], "hook failed: \"stop\"", "{u}");
-    let why = last_output(&m, "etcd/1", "stop");
+    let why = m.last_output("etcd/1", "stop");
     assert!(
         why.contains("no quorum") && why.contains("remove-unit --force"),
         "the hook says why and what to do: {why}"
@@ -114,7 +55,7 @@ fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
 
     // The down member returns; resolving retries the stop hook, which now
     // removes the member and stops etcd; the unit goes.
-    bring_etcd2_back(&m, blocker);
+    m.bring_back(held);
     assert_ne!(m.unit("etcd/2")["juju-status"]["current"], "error");
     m.ok(&["resolve", "etcd/1"]);
     assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
@@ -128,12 +69,12 @@ fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
 
 #[test]
 fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
-    let (m, blocker) = three_with_etcd2_down();
+    let (m, held) = three_with_etcd2_down();
     let out = m.run(&["remove-unit", "etcd/1"]);
     assert_eq!(out.status.code(), Some(2));
     let ep1 = m.endpoint("etcd/1");
     // The operator removes it anyway: its machine goes, and with it etcd.
-    run_tolerating_errors(&m, &["remove-unit", "etcd/1", "--force"]);
+    m.ok_or_in_error(&["remove-unit", "etcd/1", "--force"]);
     assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
     assert!(
         !etcdctl(&ep1, &["endpoint", "health"]).status.success(),
@@ -145,7 +86,7 @@ fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
         names(&m.endpoint("etcd/0")).contains(&"etcd1".to_string()),
         "etcd1 still listed"
     );
-    run_tolerating_errors(&m, &["update-status", "etcd/0"]);
+    m.ok_or_in_error(&["update-status", "etcd/0"]);
     let (s, msg) = {
         let u = m.unit("etcd/0");
         (
@@ -165,7 +106,7 @@ fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
     );
 
     // etcd/2 returns; the leader's next routine hook completes the removal.
-    bring_etcd2_back(&m, blocker);
+    m.bring_back(held);
     wait_until("quorum to return", Duration::from_secs(30), || {
         etcdctl(&m.endpoint("etcd/0"), &["get", "q/0"])
             .status

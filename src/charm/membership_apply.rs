@@ -211,12 +211,13 @@ impl Applier<'_> {
             if Some(*id) == super::turn::member_id(self.observed))
     }
 
-    /// In a hook that takes this unit away (stop), the plan's removal of
+    /// In a hook that takes this unit or its data away (stop, the data
+    /// volume detaching), the plan's removal of
     /// its own member did not happen (refused for quorum, no view, an
     /// error before it): its member is still a voter, and stopping it
     /// could cost the cluster its quorum. The status says why and what to
     /// do; the returned error fails the hook, so Juju keeps the unit (in
-    /// error) and etcd keeps running.
+    /// error) and its disk, and etcd keeps running.
     pub(super) fn removal_refused(
         &self,
         steps: &[Step],
@@ -224,7 +225,7 @@ impl Applier<'_> {
         result: &Result<()>,
     ) -> Option<Error> {
         let o = self.observed;
-        if o.event != Event::Stop {
+        if o.event != Event::Stop && !o.storage.detaching {
             return None;
         }
         let at = steps.iter().position(|s| self.removes_self(s))?;
@@ -238,7 +239,7 @@ impl Applier<'_> {
                 .last()
                 .map_or_else(|| "it did not run".to_string(), |s| s.1.clone()),
         };
-        let msg = refused_message(&o.unit, &why);
+        let msg = refused_message(&o.unit, &why, o.storage.detaching);
         warn!("{msg}");
         if let Err(e) = self.tools.status_set(StatusKind::Blocked, &msg) {
             warn!("status-set: {e}");
@@ -256,10 +257,17 @@ fn add_step(name: &str, peer_url: &str) -> Step {
 
 /// What a unit that may not leave the cluster yet says (status, hook
 /// error): why, and the operator's two ways out.
-pub(super) fn refused_message(unit: &str, why: &str) -> String {
+pub(super) fn refused_message(unit: &str, why: &str, detaching: bool) -> String {
+    let force = if detaching {
+        format!(
+            "`juju detach-storage --force` its data storage (or `juju remove-unit --force {unit}`)"
+        )
+    } else {
+        format!("`juju remove-unit --force {unit}`")
+    };
     format!(
         "{unit} cannot leave the etcd cluster yet ({why}); etcd keeps running and this hook fails. \
-         Bring the down members back, then `juju resolve {unit}`; or `juju remove-unit --force {unit}` \
-         to remove it anyway, knowing the cluster may lose quorum"
+         Bring the down members back, then `juju resolve {unit}`; or {force} to go on anyway, \
+         knowing the cluster may lose quorum"
     )
 }
