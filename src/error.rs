@@ -27,6 +27,10 @@ pub enum Error {
     /// the message; the blocked status for bad config comes from plan, which
     /// sees the same problem first.
     Config(String),
+    /// A step the cluster's safety refuses (a unit leaving while its
+    /// member's removal would cost quorum): the hook fails on purpose, the
+    /// unit goes to error, and the message says why and what to do.
+    Refused(String),
     Other(String),
 }
 
@@ -41,6 +45,7 @@ impl std::fmt::Display for Error {
             Error::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
             Error::Etcd(e) => write!(f, "{e}"),
             Error::Config(m) => write!(f, "{m}"),
+            Error::Refused(m) => write!(f, "{m}"),
             Error::Other(m) => write!(f, "{m}"),
         }
     }

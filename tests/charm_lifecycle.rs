@@ -267,20 +267,19 @@ fn a_removal_that_would_lose_quorum_is_refused() {
         .into_iter()
         .find(|x| x.1 == "etcd1")
         .expect("etcd1 is a member");
-    // Juju removes the unit whatever its hooks decide; the command reports
-    // the one unit in error, etcd/2, whose etcd cannot start.
+    // etcd/1's stop hook refuses to stop a voter whose removal would cost
+    // quorum: it fails, and Juju keeps the unit (dying, in error); the
+    // command reports it, and etcd/2, whose etcd cannot start.
     let out = m.run(&["remove-unit", "etcd/1"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "etcd/2's hooks fail: {err}");
+    assert!(!out.status.success(), "etcd/1's stop fails: {err}");
     assert!(
-        err.contains("etcd/2 is in error") && !err.contains("etcd/0"),
+        err.contains("etcd/1 is in error: hook failed: \"stop\"")
+            && err.contains("etcd/2 is in error")
+            && !err.contains("etcd/0"),
         "{err}"
     );
-    assert!(
-        !m.units().contains(&"etcd/1".to_string()),
-        "{:?}",
-        m.units()
-    );
+    assert!(m.units().contains(&"etcd/1".to_string()), "{:?}", m.units());
 
     // The member stays: same ID, still listed, so quorum can return.
     let left = members(&m.endpoint("etcd/0"));
@@ -294,10 +293,10 @@ fn a_removal_that_would_lose_quorum_is_refused() {
         "{leader:#}"
     );
     let msg = leader["workload-status"]["message"].as_str().unwrap_or("");
-    // Its unit gone, etcd1 is a member with no unit; the leader says what
-    // is pending and why it waits.
+    // etcd1 is leaving; the leader says what is pending and why it waits.
     assert!(
-        msg.contains("etcd1")
+        msg.contains("etcd1 ")
+            && msg.contains("is leaving")
             && msg.contains("would leave 1 of 2 remaining members healthy (no quorum)"),
         "{msg}"
     );
@@ -305,15 +304,19 @@ fn a_removal_that_would_lose_quorum_is_refused() {
     // free, retrying them brings it back.
     drop(blocker);
     if m.unit("etcd/2")["juju-status"]["current"] == "error" {
-        m.ok(&["resolve", "etcd/2"]);
+        let _ = m.run(&["resolve", "etcd/2"]);
     }
-    m.ok(&["reboot", "etcd/2"]);
+    let _ = m.run(&["reboot", "etcd/2"]);
     wait_until("quorum to return", Duration::from_secs(30), || {
-        etcdctl(&m.endpoint("etcd/0"), &["get", "q/0"])
+        etcdctl(&m.endpoint("etcd/2"), &["get", "q/0"])
             .status
             .success()
     });
     assert_keys(&m.endpoint("etcd/2"), "q", 5);
+    // Retried now, etcd/1's stop removes its member and the unit goes.
+    m.ok(&["resolve", "etcd/1"]);
+    assert!(!m.units().contains(&"etcd/1".to_string()));
+    assert_eq!(members(&m.endpoint("etcd/0")).len(), 2);
 }
 
 #[test]

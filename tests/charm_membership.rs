@@ -1,6 +1,9 @@
-//! Membership repairs on real etcd (issue 10.4, 10.5): a refused removal is
-//! completed by a later hook once quorum is back; a member that lost its
-//! WAL comes back under a new ID, never as its old voter.
+//! Membership repairs on real etcd (issue 10.4, 10.5, 19.3): a removal
+//! refused for quorum fails the stop hook and leaves etcd running (resolve
+//! retries it once the down member is back; `remove-unit --force` removes
+//! the unit anyway, and a later hook of the leader completes the removal);
+//! a member that lost its WAL comes back under a new ID, never as its old
+//! voter.
 
 mod charm_support;
 mod writer_support;
@@ -12,33 +15,78 @@ fn names(endpoint: &str) -> Vec<String> {
     members(endpoint).into_iter().map(|x| x.1).collect()
 }
 
-#[test]
-fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
+/// A 3-unit cluster whose etcd/2 is dead and held down; keys `q/0..10`.
+fn three_with_etcd2_down() -> (Model, HeldDown) {
     let m = Model::new();
     m.deploy(3);
     m.assert_all_healthy(3);
     put_keys(&m.endpoints(), "q", 10);
-    let leader = m.leader();
-    assert_eq!(leader, "etcd/0");
-    // etcd/2's etcd is dead and cannot come back while its peer port is held.
-    m.kill_etcd("etcd/2");
-    let addr = m.address("etcd/2");
-    let mut blocker = None;
-    wait_until(
-        "etcd/2's peer port to be free",
-        Duration::from_secs(10),
-        || {
-            blocker = std::net::TcpListener::bind((addr.as_str(), 2380)).ok();
-            blocker.is_some()
-        },
+    assert_eq!(m.leader(), "etcd/0");
+    let held = m.hold_down("etcd/2");
+    (m, held)
+}
+
+#[test]
+fn a_removal_refused_for_quorum_fails_the_stop_hook_and_etcd_keeps_running() {
+    let (m, held) = three_with_etcd2_down();
+    // Removing a healthy unit now would leave one of two members up.
+    let out = m.run(&["remove-unit", "etcd/1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "the unit is left in error: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let _ = m.run(&["remove-unit", "etcd/1"]);
-    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
-    // Refused: the member is still listed, and the leader says so.
+    let u = m.unit("etcd/1");
+    assert_eq!(u["juju-status"]["current"], "error", "{u}");
+    assert_eq!(u["juju-status"]["message"], "hook failed: \"stop\"", "{u}");
+    let why = m.last_output("etcd/1", "stop");
+    assert!(
+        why.contains("no quorum") && why.contains("remove-unit --force"),
+        "the hook says why and what to do: {why}"
+    );
     assert!(
         names(&m.endpoint("etcd/0")).contains(&"etcd1".to_string()),
         "etcd1 still listed"
     );
+    // etcd/1's etcd still runs: the cluster keeps its quorum.
+    let eps = format!("{},{}", m.endpoint("etcd/0"), m.endpoint("etcd/1"));
+    assert_eq!(puts_ok(&eps, "after", 10), 10, "writes after the refusal");
+
+    // The down member returns; resolving retries the stop hook, which now
+    // removes the member and stops etcd; the unit goes.
+    m.bring_back(held);
+    assert_ne!(m.unit("etcd/2")["juju-status"]["current"], "error");
+    m.ok(&["resolve", "etcd/1"]);
+    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
+    assert_eq!(names(&m.endpoint("etcd/0")), ["etcd0", "etcd2"]);
+    m.ok(&["update-status"]);
+    m.assert_all_healthy(2);
+    for u in m.units() {
+        assert_keys(&m.endpoint(&u), "q", 10);
+    }
+}
+
+#[test]
+fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
+    let (m, held) = three_with_etcd2_down();
+    let out = m.run(&["remove-unit", "etcd/1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let ep1 = m.endpoint("etcd/1");
+    // The operator removes it anyway: its machine goes, and with it etcd.
+    m.ok_or_in_error(&["remove-unit", "etcd/1", "--force"]);
+    assert!(!m.units().contains(&"etcd/1".to_string()), "etcd/1 is gone");
+    assert!(
+        !etcdctl(&ep1, &["endpoint", "health"]).status.success(),
+        "etcd/1's etcd stopped with its machine"
+    );
+    // Its member is still listed (no quorum to remove it): the cluster has
+    // lost quorum, as the operator was told, and the leader says so.
+    assert!(
+        names(&m.endpoint("etcd/0")).contains(&"etcd1".to_string()),
+        "etcd1 still listed"
+    );
+    m.ok_or_in_error(&["update-status", "etcd/0"]);
     let (s, msg) = {
         let u = m.unit("etcd/0");
         (
@@ -52,18 +100,13 @@ fn a_removal_refused_for_quorum_is_completed_by_a_later_update_status() {
                 .to_string(),
         )
     };
-    assert_eq!(s, "blocked", "{msg}");
-    assert!(
-        msg.contains("etcd1") && msg.contains("no quorum"),
-        "the status says what is pending: {msg}"
+    assert_eq!(
+        (s.as_str(), msg.as_str()),
+        ("waiting", "Waiting for the cluster to elect a raft leader")
     );
 
     // etcd/2 returns; the leader's next routine hook completes the removal.
-    drop(blocker);
-    if m.unit("etcd/2")["juju-status"]["current"] == "error" {
-        m.ok(&["resolve", "etcd/2"]);
-    }
-    m.ok(&["reboot", "etcd/2"]);
+    m.bring_back(held);
     wait_until("quorum to return", Duration::from_secs(30), || {
         etcdctl(&m.endpoint("etcd/0"), &["get", "q/0"])
             .status

@@ -154,6 +154,55 @@ fn a_new_unit_runs_etcd_on_its_formatted_volume_and_detaching_leaves_the_cluster
 }
 
 #[test]
+fn a_detaching_volume_whose_member_may_not_leave_fails_the_hook_with_etcd_running() {
+    let m = storage_model();
+    m.deploy_with(3, &["--storage", "data=1G"]);
+    m.assert_all_healthy(3);
+    put_keys(&m.endpoints(), "k", KEYS);
+    let held = m.hold_down("etcd/2");
+    // Taking etcd/1's data away would leave one of two members up: its
+    // detaching hook fails, so Juju keeps the disk under the live voter.
+    let out = m.run(&["detach-storage", "etcd/1", "data/1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let u = m.unit("etcd/1");
+    assert_eq!(
+        u["juju-status"]["message"], "hook failed: \"data-storage-detaching\"",
+        "{u}"
+    );
+    assert_eq!(
+        u["storage"][0]["id"], "data/1",
+        "the storage stays attached: {u}"
+    );
+    let why = m.last_output("etcd/1", "data-storage-detaching");
+    assert!(
+        why.contains("no quorum") && why.contains("juju resolve etcd/1"),
+        "the hook says why and what to do: {why}"
+    );
+    let ep1 = m.endpoint("etcd/1");
+    assert!(answers(&ep1), "etcd/1's etcd still runs");
+    assert!(mounted(&volume(&m, "etcd/1")).is_some(), "still mounted");
+    assert_eq!(members(&m.endpoint("etcd/0")).len(), 3);
+    let eps = format!("{},{ep1}", m.endpoint("etcd/0"));
+    assert_eq!(puts_ok(&eps, "after", 10), 10, "writes after the refusal");
+
+    // The down member returns; the retried hook leaves the cluster, stops
+    // etcd and unmounts; the storage is released.
+    m.bring_back(held);
+    m.ok(&["resolve", "etcd/1"]);
+    let ms = members(&m.endpoint("etcd/0"));
+    assert_eq!(ms.len(), 2, "{ms:?}");
+    assert!(!answers(&ep1), "etcd/1's etcd is stopped");
+    assert!(mounted(&volume(&m, "etcd/1")).is_none());
+    assert!(m.unit("etcd/1")["storage"][0].is_null());
+    assert_keys(&m.endpoint("etcd/0"), "k", KEYS);
+}
+
+#[test]
 fn a_volume_with_a_file_system_is_not_formatted_and_its_member_is_used() {
     // A volume as a first model leaves it: an etcd member and keys on it.
     let a = storage_model();

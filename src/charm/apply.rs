@@ -4,7 +4,6 @@
 
 use super::desired;
 use super::observed::Observed;
-use super::observed::{CLUSTER, CLUSTER_ID, JOIN_PREFIX};
 use super::steps::Step;
 use crate::error::{io, Error, Result};
 use crate::etcd::{self, ClusterView};
@@ -17,7 +16,7 @@ use tracing::{info, warn};
 
 /// How long a membership change may keep being refused before the hook
 /// gives up (and is retried by Juju).
-const MEMBERSHIP_RETRY: Duration = Duration::from_secs(40);
+pub(super) const MEMBERSHIP_RETRY: Duration = Duration::from_secs(40);
 const MEMBER_UP: Duration = Duration::from_secs(60);
 
 pub struct Applier<'a> {
@@ -41,8 +40,14 @@ impl Applier<'_> {
     pub fn apply(&self, steps: &[Step]) -> Result<Outcome> {
         let mut out = Outcome::default();
         let result = self.apply_until_stopped(steps, &mut out);
-        // The unit is going away: whatever stopped the plan (a removal
-        // refused for quorum, an error), its etcd stops.
+        // The unit is going away but its member is still a voter (the
+        // removal was refused for quorum, or failed): etcd keeps running
+        // and the hook fails, saying why and what to do.
+        if let Some(refused) = self.removal_refused(steps, &out, &result) {
+            return Err(refused);
+        }
+        // Out of the cluster (or never needing to leave it): whatever else
+        // stopped the plan, the stop hook stops etcd.
         let stopped = steps.iter().position(|s| *s == Step::StopEtcd);
         let stop_pending = stopped.is_some_and(|i| out.done <= i);
         if self.observed.event == crate::context::Event::Stop && stop_pending {
@@ -91,11 +96,13 @@ impl Applier<'_> {
 
     /// Leader-only membership steps re-ask is-leader when the last answer
     /// is older than the lease allows; no longer leader → waiting.
-    fn leader_gone(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
+    pub(super) fn leader_gone(&self, step: &Step) -> Result<Option<(StatusKind, String)>> {
         let leader_only = matches!(
             step,
             Step::AddMember { .. } | Step::PromoteLearner { .. } | Step::RecordCluster
-        ) || matches!(step, Step::RemoveMember { .. } if self.observed.is_leader);
+        ) || (matches!(step, Step::RemoveMember { .. })
+            && self.observed.is_leader
+            && !self.removes_self(step));
         if !leader_only || self.lease.still_leader(|| self.tools.is_leader())? {
             return Ok(None);
         }
@@ -109,7 +116,7 @@ impl Applier<'_> {
         self.observed.peer_relation.as_deref()
     }
 
-    fn endpoints(&self) -> Vec<String> {
+    pub(super) fn endpoints(&self) -> Vec<String> {
         let o = self.observed;
         let mut eps = Vec::new();
         if let Ok(c) = &o.config {
@@ -310,192 +317,29 @@ impl Applier<'_> {
         }
     }
 
-    fn view(&self) -> Result<ClusterView> {
-        let ep = self.own_endpoint()?;
-        match etcd::block_on(etcd::view_from(&ep)) {
-            Ok(v) if !v.status.is_learner => Ok(v),
-            _ => Ok(etcd::block_on(etcd::view(&self.endpoints()))?),
-        }
-    }
-
-    fn record_cluster(&self) -> Result<()> {
-        let v = self.view()?;
-        let mut d = Databag::new();
-        d.insert(CLUSTER_ID.into(), format!("{:x}", v.cluster_id()));
-        d.insert(CLUSTER.into(), v.cluster_string(false));
-        if let Ok(c) = &self.observed.config {
-            d.insert(
-                "leader_address".into(),
-                desired::client_url(self.observed, c),
-            );
-        }
-        self.set_leader_data(&d)
-    }
-
-    /// Idempotent: a member already listed under this peer URL is reused,
-    /// which also covers an add whose response was lost.
-    fn add_member(&self, name: &str, peer_url: &str) -> Result<Option<(StatusKind, String)>> {
-        let start = Instant::now();
-        let id = loop {
-            if let Some(gone) = self.leader_gone(&add_step(name, peer_url))? {
-                return Ok(Some(gone));
-            }
-            let v = self.view()?;
-            if let Some(m) = v.by_peer_url(peer_url) {
-                break m.id;
-            }
-            match etcd::block_on(etcd::add_learner(&voter_endpoints(&v), peer_url)) {
-                Ok(id) => {
-                    crate::failpoint::hit("add-member:added");
-                    break id;
-                }
-                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
-                    info!("member add {name} refused, retrying: {e}");
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let v = self.view()?;
-        let mut initial = v.cluster_string(true);
-        if !initial.is_empty() {
-            initial.push(',');
-        }
-        initial.push_str(&format!("{name}={peer_url}"));
-        let mut d = Databag::new();
-        d.insert(
-            format!("{}{name}", JOIN_PREFIX),
-            desired::format_join(id, &initial),
-        );
-        self.set_leader_data(&d)?;
-        Ok(None)
-    }
-
-    /// Every failed promote is a raft proposal: back off between attempts.
-    fn promote(&self, name: &str, id: u64) -> Result<Option<(StatusKind, String)>> {
-        let start = Instant::now();
-        let mut delay = Duration::from_millis(300);
-        loop {
-            if let Some(gone) = self.leader_gone(&Step::PromoteLearner {
-                name: name.into(),
-                id,
-            })? {
-                return Ok(Some(gone));
-            }
-            // Only voters serve membership changes: a learner answers
-            // "rpc not supported for learner", an unstarted peer not at all.
-            let eps = match self.view() {
-                Ok(v) => voter_endpoints(&v),
-                Err(_) => self.endpoints(),
-            };
-            match etcd::block_on(etcd::promote(&eps, id)) {
-                Ok(()) => {
-                    info!("promoted {name} ({id:x})");
-                    return Ok(None);
-                }
-                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
-                    info!("promote {name} not yet possible: {e}");
-                    std::thread::sleep(delay);
-                    delay = (delay * 2).min(Duration::from_secs(4));
-                }
-                Err(e) => return Err(e.into()),
+    /// The cluster as this unit's member sees it (at the URL the config
+    /// wants, else at the one it answered on when observed), else as any
+    /// peer sees it.
+    pub(super) fn view(&self) -> Result<ClusterView> {
+        let mut own: Vec<String> = self.own_endpoint().ok().into_iter().collect();
+        if let Some(v) = &self.observed.local {
+            if !own.contains(&v.endpoint) {
+                own.push(v.endpoint.clone());
             }
         }
-    }
-
-    fn remove_member(&self, name: &str, id: u64) -> Result<Option<(StatusKind, String)>> {
-        let v = match self.view() {
-            Ok(v) => v,
-            Err(e) => {
-                return Ok(Some((
-                    StatusKind::Waiting,
-                    format!("Waiting for a healthy cluster to remove {name}: {e}"),
-                )))
-            }
-        };
-        let Some(target) = v.by_id(id).cloned() else {
-            return Ok(None);
-        };
-        // Quorum after removal: the remaining voters that answer must be a majority.
-        let remaining: Vec<_> = v
-            .members
-            .iter()
-            .filter(|m| m.id != id && !m.is_learner)
-            .collect();
-        let healthy = remaining
-            .iter()
-            .filter(|m| {
-                m.client_urls
-                    .first()
-                    .is_some_and(|u| etcd::block_on(etcd::member_status(u)).is_ok())
-            })
-            .count();
-        if !target.is_learner && (remaining.is_empty() || healthy < remaining.len() / 2 + 1) {
-            let o = self.observed;
-            let why = if o.peers.keys().any(|u| u.replace('/', "") == name) || name == o.member_name
-            {
-                "is leaving"
-            } else {
-                "has no unit"
-            };
-            return Ok(Some((
-                StatusKind::Blocked,
-                format!(
-                    "member {name} ({id:x}) {why}: removing it when quorum allows; now it would leave {healthy} of {} remaining members healthy (no quorum): restore the failed members",
-                    remaining.len()
-                ),
-            )));
-        }
-        if v.status.leader == id {
-            if let Some(to) = remaining.iter().find(|m| !m.name.is_empty()) {
-                if let Some(ep) = target.client_urls.first() {
-                    info!("moving raft leadership from {name} to {}", to.name);
-                    etcd::block_on(etcd::move_leader(ep, to.id))?;
+        for ep in &own {
+            if let Ok(v) = etcd::block_on(etcd::view_from(ep)) {
+                if !v.status.is_learner {
+                    return Ok(v);
                 }
             }
         }
-        let eps: Vec<String> = remaining
-            .iter()
-            .filter_map(|m| m.client_urls.first().cloned())
-            .collect();
-        let start = Instant::now();
-        loop {
-            if self.observed.is_leader {
-                if let Some(gone) = self.leader_gone(&Step::RemoveMember {
-                    name: name.into(),
-                    id,
-                })? {
-                    return Ok(Some(gone));
-                }
-            }
-            match etcd::block_on(etcd::remove(&eps, id)) {
-                Ok(()) => break,
-                Err(e) if start.elapsed() < MEMBERSHIP_RETRY => {
-                    info!("member remove {name} refused, retrying: {e}");
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        info!("removed member {name} ({id:x})");
-        if self.observed.is_leader {
-            let mut d = Databag::new();
-            d.insert(format!("{}{name}", JOIN_PREFIX), String::new());
-            self.set_leader_data(&d)?;
-        }
-        Ok(None)
-    }
-}
-
-fn add_step(name: &str, peer_url: &str) -> Step {
-    Step::AddMember {
-        name: name.into(),
-        peer_url: peer_url.into(),
+        Ok(etcd::block_on(etcd::view(&self.endpoints()))?)
     }
 }
 
 /// Client URLs of the started voters, where membership changes are served.
-fn voter_endpoints(v: &ClusterView) -> Vec<String> {
+pub(super) fn voter_endpoints(v: &ClusterView) -> Vec<String> {
     v.members
         .iter()
         .filter(|m| !m.is_learner && !m.name.is_empty())

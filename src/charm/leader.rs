@@ -176,7 +176,10 @@ fn unit_number(member_name: &str) -> u64 {
 /// The unit is going away: leave the cluster while it still can, then stop.
 pub(super) fn plan_stop(o: &Observed, p: &mut Plan) {
     if let (Some(ids), Some(view)) = (o.local_ids(), o.cluster.as_ref()) {
-        if view.by_id(ids.member_id).is_some() && view.members.len() > 1 {
+        // The only voter (learners aside) has no cluster to keep.
+        let voter = view.by_id(ids.member_id).is_some_and(|m| !m.is_learner);
+        let member = view.by_id(ids.member_id).is_some();
+        if member && (!voter || view.voters() > 1) {
             p.steps.push(Step::RemoveMember {
                 name: o.member_name.clone(),
                 id: ids.member_id,

@@ -37,6 +37,7 @@ mod join;
 pub mod leader;
 pub mod lease;
 pub mod logging;
+mod membership_apply;
 pub mod monitoring;
 pub mod nagios;
 pub mod observe;

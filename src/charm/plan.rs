@@ -155,10 +155,17 @@ pub fn plan(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     let mut p = plan_steps(o, paths, dropin);
     super::insecure::guard(o, paths, &mut p);
     super::expiry::plan(o, &mut p);
-    // The stop hook stops etcd whatever else blocked the plan (bad config,
-    // TLS, a conflict): the unit is going away either way.
-    if o.event == Event::Stop && o.active && !p.steps.contains(&Step::StopEtcd) {
-        p.steps.push(Step::StopEtcd);
+    // The stop hook leaves the cluster (quorum permitting) and stops etcd
+    // whatever else blocked the plan (bad config, TLS, a conflict): the
+    // unit is going away either way; never stopped as a voter still listed.
+    if o.event == Event::Stop && !p.steps.contains(&Step::StopEtcd) {
+        let mut leave = Plan::default();
+        plan_stop(o, &mut leave);
+        for s in leave.steps {
+            if !p.steps.contains(&s) {
+                p.steps.push(s);
+            }
+        }
     }
     super::running::plan(o, &mut p);
     let mut p = super::turn::gate(o, p);

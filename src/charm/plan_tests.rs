@@ -556,6 +556,42 @@ fn stop_hook_removes_this_member_then_stops() {
 }
 
 #[test]
+fn a_stop_hook_blocked_by_bad_config_still_leaves_the_cluster_before_stopping() {
+    let mut o = healthy_leader();
+    o.event = Event::Stop;
+    o.config = Err("config port=70000 is not a TCP port (1-65535)".into());
+    o.cluster = Some(view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "etcd1", "10.0.0.2", false),
+        ],
+    ));
+    let p = plan(&o, &paths(), None);
+    assert_eq!(
+        p.steps,
+        vec![
+            Step::RemoveMember {
+                name: "etcd0".into(),
+                id: 0xaa
+            },
+            Step::StopEtcd
+        ]
+    );
+    // The only voter (a learner beside it) has no cluster to keep: stopped.
+    o.cluster = Some(view(
+        0xcc,
+        0xaa,
+        vec![
+            member(0xaa, "etcd0", "10.0.0.1", false),
+            member(0xbb, "etcd1", "10.0.0.2", true),
+        ],
+    ));
+    assert_eq!(plan(&o, &paths(), None).steps, vec![Step::StopEtcd]);
+}
+
+#[test]
 fn bad_config_blocks_and_changes_nothing() {
     let mut o = healthy_leader();
     o.config = Err("config port=70000 is not a TCP port (1-65535)".into());

@@ -255,6 +255,87 @@ impl Model {
     }
 }
 
+/// A unit's etcd, killed and held down: it cannot start again while the
+/// returned listener holds its peer port (its hooks fail meanwhile).
+pub struct HeldDown {
+    unit: String,
+    listener: std::net::TcpListener,
+}
+
+impl Model {
+    /// Kills `unit`'s etcd and holds its peer port (bounded wait for it).
+    pub fn hold_down(&self, unit: &str) -> HeldDown {
+        self.kill_etcd(unit);
+        let addr = self.address(unit);
+        let mut listener = None;
+        wait_until(
+            &format!("{unit}'s peer port to be free"),
+            Duration::from_secs(10),
+            || {
+                listener = std::net::TcpListener::bind((addr.as_str(), 2380)).ok();
+                listener.is_some()
+            },
+        );
+        HeldDown {
+            unit: unit.to_string(),
+            listener: listener.unwrap(),
+        }
+    }
+
+    /// Frees the held unit's port, resolves it if in error, reboots it and
+    /// waits (bounded) for its etcd to answer. Other units may stay in
+    /// error: jujusim's exit 2 is accepted, nothing worse.
+    pub fn bring_back(&self, held: HeldDown) {
+        let HeldDown { unit, listener } = held;
+        drop(listener);
+        if self.unit(&unit)["juju-status"]["current"] == "error" {
+            self.ok_or_in_error(&["resolve", &unit]);
+        }
+        self.ok_or_in_error(&["reboot", &unit]);
+        let ep = self.endpoint(&unit);
+        wait_until(
+            &format!("{unit}'s etcd to answer"),
+            Duration::from_secs(30),
+            || etcdctl(&ep, &["endpoint", "health"]).status.success(),
+        );
+    }
+
+    /// A command that must succeed but may leave some unit in error (exit
+    /// 2); returns stderr.
+    pub fn ok_or_in_error(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let err = text(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 2)),
+            "jujusim {args:?} failed ({}): {err}",
+            out.status
+        );
+        err
+    }
+
+    /// The output the last run of `hook` on `unit` left in the hook log.
+    pub fn last_output(&self, unit: &str, hook: &str) -> String {
+        let log = self.ok(&["log", "--unit", unit, "--format", "json"]);
+        log.lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["hook"] == hook)
+            .map(|r| r["output"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// How many of `n` puts of `<prefix>/<i>` succeed, one etcdctl each.
+pub fn puts_ok(endpoints: &str, prefix: &str, n: usize) -> usize {
+    (0..n)
+        .filter(|i| {
+            etcdctl(endpoints, &["put", &format!("{prefix}/{i}"), "v"])
+                .status
+                .success()
+        })
+        .count()
+}
+
 fn unsafe_kill(pid: i32) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
 }
