@@ -447,6 +447,7 @@ pub async fn move_leader(leader_endpoint: impl Into<Endpoints>, target: u64) -> 
 
 /// Streams a snapshot of the keyspace from the one member at `endpoint`
 /// into `dest` (written beside as `.part`, fsynced, renamed). Returns bytes.
+/// The file is root-only from its creation: it holds the whole keyspace.
 pub async fn snapshot_to(endpoint: impl Into<Endpoints>, dest: &std::path::Path) -> Result<u64> {
     use std::io::Write;
     let eps = endpoint.into();
@@ -458,7 +459,7 @@ pub async fn snapshot_to(endpoint: impl Into<Endpoints>, dest: &std::path::Path)
         let what = format!("snapshot: {op} {}", p.display());
         move |e: std::io::Error| etcd_err(endpoint, &what, e)
     };
-    let mut f = std::fs::File::create(&part).map_err(io_err("creating", &part))?;
+    let mut f = crate::private::create(&part).map_err(io_err("creating", &part))?;
     let mut total = 0u64;
     // Each message is bounded; a stalled stream fails the call.
     while let Some(msg) = bounded(endpoint, "snapshot stream", stream.message()).await? {

@@ -12,6 +12,7 @@
 //!    - `diff`      — a small unified diff, for the dry run's view of etcd.conf.yml.
 //!    - `stamp`     — UTC times as text (backup names, log lines), one civil-date algorithm.
 //!    - `durable`   — the one durable atomic file write (temp, fsync, rename, fsync dir).
+//!    - `private`   — root-only files (0600) and dirs (0700) for keyspace copies; wider ones tightened.
 //!    - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
 //!    - `addr`      — URLs from host and port (IPv6 in brackets).
 //!    - `space`     — free space before a copy: need = size + margin.
@@ -81,6 +82,7 @@ pub mod layout;
 pub mod migrate;
 pub mod paths;
 pub mod prereq;
+pub mod private;
 pub mod render;
 pub mod restart;
 pub mod rolling;

@@ -30,12 +30,24 @@ pub fn need(size: u64) -> u64 {
 /// Bytes free to an unprivileged writer in the file system holding `path`
 /// (or its nearest existing ancestor, for a dir not made yet).
 pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
-    let existing = path
-        .ancestors()
-        .find(|a| a.exists())
-        .unwrap_or(Path::new("/"));
-    let st = nix::sys::statvfs::statvfs(existing).map_err(std::io::Error::from)?;
+    let st = nix::sys::statvfs::statvfs(existing(path)).map_err(std::io::Error::from)?;
     Ok((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
+/// Whether `a` and `b` (or their nearest existing ancestors) are on one
+/// file system.
+pub fn same_fs(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(existing(p)).map(|m| m.dev());
+    Ok(dev(a)? == dev(b)?)
+}
+
+/// `path`, or its nearest ancestor that exists (a dir not made yet is on
+/// its parent's file system).
+fn existing(path: &Path) -> &Path {
+    path.ancestors()
+        .find(|a| a.exists())
+        .unwrap_or(Path::new("/"))
 }
 
 /// `Some(message)` when `size` bytes (plus the margin) do not fit in the

@@ -104,9 +104,30 @@ fn every_action_on_three_units() {
     assert_eq!(std::fs::metadata(path).unwrap().len(), size);
     assert_eq!(s["sha256"].as_str().unwrap(), sha256(Path::new(path)));
     assert!(s["version"].as_str().unwrap().starts_with("3."), "{r}");
+    // The keyspace is root's alone (issue 19.1): the file 0600, its dir 0700.
+    let dir = Path::new(path).parent().unwrap();
+    assert_eq!(
+        (file_mode(Path::new(path)), file_mode(dir)),
+        (0o600, 0o700),
+        "{path}: snapshot and dir modes"
+    );
+    let name = path.rsplit_once('/').unwrap().1;
     assert_eq!(
         r["copy"]["cmd"].as_str().unwrap(),
-        format!("juju scp etcd/1:{path} .")
+        format!("juju ssh --pty=false etcd/1 -- sudo cat {path} > {name}")
+    );
+    // What an earlier revision or the Python charm left open (a 0644
+    // snapshot in a 0755 dir) is tightened by the next hook, update-status.
+    let old = dir.join("etcd-snapshot-2020-01-01.tar.gz");
+    std::fs::write(&old, b"an old snapshot").unwrap();
+    set_mode(&old, 0o644);
+    set_mode(dir, 0o755);
+    m.ok(&["update-status"]);
+    assert_eq!(
+        (file_mode(&old), file_mode(dir)),
+        (0o600, 0o700),
+        "{}: tightened by update-status",
+        old.display()
     );
     let st = etcdctl(&ep, &["snapshot", "status", path, "-w", "json"]);
     assert!(

@@ -11,8 +11,6 @@ use etcd_charm::agent::state::{AgentState, DefragRecord};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const PAUSED: &str = "scheduled snapshots paused";
-
 fn agent_addr(m: &Model, unit: &str) -> String {
     format!("{}:9379", m.address(unit))
 }
@@ -64,38 +62,37 @@ fn agents_snapshot_on_schedule_and_never_defrag_together() {
             "agent_snapshot_retention=2",
         ],
     );
-    // Snapshots every 3 s: a slow deploy may already have paused at 2.
     for (u, s, msg) in m.workloads() {
         assert_eq!(s, "active", "{u}: {msg}");
         assert!(msg.starts_with("Healthy with 3 known peers"), "{u}: {msg}");
     }
     let units = m.units();
+    // An operator's own file beside the agent's dir: never the agent's to remove.
+    let theirs = m
+        .root(&units[0])
+        .join("var/snap/etcd/common/backups/etcd-snapshot-mine.db");
+    std::fs::write(&theirs, b"an operator's snapshot").unwrap();
     // The keys go in first: with defrags at every check leadership moves
     // every second or so, and a put may then wait out etcdctl's timeout.
     put_keys(&m.endpoints(), "agent", 50);
     m.ok(&["config", "etcd", "agent_defrag_threshold=0"]);
     // Each agent wants a defrag at every check: they contend for the turn.
+    // Snapshots go on past the retention count (issue 19.13: they paused
+    // there for good), the oldest removed.
     wait_until(
-        "3 defrags and 2 snapshots (the retention count) by every agent",
+        "3 defrags and 4 snapshots (twice the retention count) by every agent",
         Duration::from_secs(240),
         || {
             units.iter().all(|u| {
                 let s = state(&m, u);
-                // Kept, not taken: the threshold change restarted the agent.
-                s.defrags.iter().filter(|d| d.ok).count() >= 3 && s.snapshots_kept >= 2
+                s.defrags.iter().filter(|d| d.ok).count() >= 3 && s.snapshots_total >= 4
             })
         },
     );
     let mut all = Vec::new();
     for u in &units {
         let s = state(&m, u);
-        // At the retention count the schedule pauses (nothing is deleted):
-        // that is the only problem an agent may have here.
-        assert!(
-            s.problems.iter().all(|p| p.starts_with(PAUSED)),
-            "{u}: {:?}",
-            s.problems
-        );
+        assert!(s.problems.is_empty(), "{u}: {:?}", s.problems);
         for d in &s.defrags {
             all.push((u.clone(), d.clone()));
         }
@@ -113,18 +110,48 @@ fn agents_snapshot_on_schedule_and_never_defrag_together() {
         all.len(),
         last - first
     );
-    // Scheduled snapshots: on every unit, no more than retention (one more
-    // may be mid-write), each a real snapshot with its sha256 beside it.
+    for u in &units {
+        let metrics = etcd_charm::agent::http::get(&agent_addr(&m, u), "/metrics").unwrap();
+        assert!(
+            metrics.contains("etcd_charm_agent_snapshots_total{unit="),
+            "{metrics}"
+        );
+    }
+    m.ok(&["update-status"]);
+    for (u, s, msg) in m.workloads() {
+        assert_eq!(s, "active", "{u}: {msg}");
+        assert!(!msg.contains("maintenance agent"), "{u}: {msg}");
+    }
+    // Turned off: every agent stops; etcd keeps running.
+    m.ok(&["config", "etcd", "maintenance_agent=false"]);
+    for u in &units {
+        let got = etcd_charm::agent::http::get(&agent_addr(&m, u), "/state");
+        assert!(got.is_err(), "{u}'s agent still answers");
+    }
+    // With the agents stopped: on every unit exactly the retention count of
+    // scheduled snapshots, the newest, each a real snapshot with its sha256
+    // beside it, root's alone (issue 19.1); the operator's file is still there.
     for u in &units {
         let dir = m.root(u).join("var/snap/etcd/common/backups/scheduled");
+        assert_eq!(file_mode(&dir), 0o700, "{}", dir.display());
         let snaps: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "db"))
             .collect();
-        assert!((1..=3).contains(&snaps.len()), "{u}: {snaps:?}");
+        assert_eq!(snaps.len(), 2, "{u}: {snaps:?}");
+        let shas = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".sha256"))
+            .count();
+        assert_eq!(
+            shas, 2,
+            "{u}: a .sha256 beside each kept snapshot, no other"
+        );
         for s in &snaps {
+            assert_eq!(file_mode(s), 0o600, "{}", s.display());
             let sha = std::fs::read_to_string(format!("{}.sha256", s.display())).unwrap();
             assert_eq!(
                 sha.split_whitespace().next(),
@@ -143,56 +170,10 @@ fn agents_snapshot_on_schedule_and_never_defrag_together() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let metrics = etcd_charm::agent::http::get(&agent_addr(&m, u), "/metrics").unwrap();
-        assert!(
-            metrics.contains("etcd_charm_agent_snapshots_total{unit="),
-            "{metrics}"
-        );
         eprintln!("{u}: {} scheduled snapshots kept", snaps.len());
     }
+    assert!(theirs.exists(), "the operator's snapshot is kept");
     assert_keys(&m.endpoint(&units[0]), "agent", 50);
-    // The pause reaches every unit's status, still active and healthy.
-    wait_until(
-        "every agent paused at 2 snapshots",
-        Duration::from_secs(60),
-        || {
-            units
-                .iter()
-                .all(|u| state(&m, u).problems.iter().any(|p| p.starts_with(PAUSED)))
-        },
-    );
-    m.ok(&["update-status"]);
-    for (u, s, msg) in m.workloads() {
-        assert_eq!(s, "active", "{u}: {msg}");
-        assert!(
-            msg.starts_with(
-                "Healthy with 3 known peers; maintenance agent: scheduled snapshots paused: 2 kept"
-            ),
-            "{u}: {msg}"
-        );
-    }
-    // An operator moves the older snapshots off etcd/0: its schedule resumes
-    // and the note goes once etcd/0 is below the count again.
-    let dir = m
-        .root(&units[0])
-        .join("var/snap/etcd/common/backups/scheduled");
-    let away = m.root(&units[0]).join("moved-off");
-    std::fs::create_dir_all(&away).unwrap();
-    for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        std::fs::rename(e.path(), away.join(e.file_name())).unwrap();
-    }
-    let before = state(&m, &units[0]).snapshots_total;
-    wait_until(
-        "etcd/0's schedule to resume",
-        Duration::from_secs(60),
-        || state(&m, &units[0]).snapshots_total > before,
-    );
-    // Turned off: every agent stops; etcd keeps running.
-    m.ok(&["config", "etcd", "maintenance_agent=false"]);
-    for u in &units {
-        let got = etcd_charm::agent::http::get(&agent_addr(&m, u), "/state");
-        assert!(got.is_err(), "{u}'s agent still answers");
-    }
     m.assert_all_healthy(3);
 }
 

@@ -128,7 +128,9 @@ fn restore_brings_back_exactly_the_snapshots_keys_on_every_unit() {
     let token = m.token();
     let (want, snap) = write_then_snapshot(&m);
     let rev_before = revision(&m.endpoints());
-    // The snapshot as the Python charm's resource: a .tar.gz holding it.
+    // The snapshot as the Python charm's resource: a .tar.gz holding it
+    // (0644, as the Python charm wrote its snapshots).
+    set_mode(&snap, 0o644);
     let tgz = m.root(&m.leader()).join("snapshot.tar.gz");
     let ok = std::process::Command::new("tar")
         .arg("-czf")
@@ -160,6 +162,28 @@ fn restore_brings_back_exactly_the_snapshots_keys_on_every_unit() {
     );
     assert!(backup.starts_with(m.root(&leader)), "{r}");
     assert_eq!(r["backup"]["sha256sum"].as_str().unwrap(), sha256(&backup));
+    // Root's alone (issue 19.1): the backup, and the staged copy of the
+    // resource (0644 in its archive) in the 0700 backups dir.
+    let backups = m.root(&leader).join("var/snap/etcd/common/backups");
+    let staged: Vec<PathBuf> = std::fs::read_dir(&backups)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("restore-") && n.ends_with(".db")
+        })
+        .collect();
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    assert_eq!(
+        (
+            file_mode(&backup),
+            file_mode(&staged[0]),
+            file_mode(&backups)
+        ),
+        (0o600, 0o600, 0o700),
+        "modes of the backup, the staged snapshot and their dir"
+    );
     settle_healthy(&m, 3, Duration::from_secs(240));
     assert_restored(&m, &want, &old_cluster);
     assert_eq!(m.token(), token, "rule 1: the token is kept");

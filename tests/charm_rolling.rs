@@ -314,3 +314,60 @@ fn a_turn_held_by_a_vanished_unit_makes_hooks_wait_then_lapses_with_its_lease() 
         assert!(conf(&m, u).contains("heartbeat-interval: 150"), "{u}");
     }
 }
+
+/// Issue 19.5: `port` changed while a member is down. The two live members
+/// may not restart (a turn needs every other voter healthy), and neither
+/// may the hooks after the change, which find nothing at the new client
+/// URL yet (the members still run with the old one): unknown means wait,
+/// never an unguarded restart. Once the member is back, all three move to
+/// the new port.
+#[test]
+fn a_port_change_while_a_member_is_down_waits_for_it_then_rolls() {
+    let m = Model::new();
+    m.deploy_with(3, &["--env", "ETCD_CHARM_TURN_WAIT=3"]);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    let live = units[..2].to_vec();
+    let old = endpoints(&m, &live).join(",");
+    let held = m.hold_down(&units[2]);
+    let pids: Vec<Option<String>> = live.iter().map(|u| etcd_pid(&m, u)).collect();
+    m.ok_or_in_error(&["config", "etcd", "port=2479"]);
+    for _ in 0..2 {
+        m.ok_or_in_error(&["update-status"]);
+    }
+    for (u, pid) in live.iter().zip(&pids) {
+        assert_eq!(
+            &etcd_pid(&m, u),
+            pid,
+            "{u}'s etcd was restarted while {} was down",
+            units[2]
+        );
+        assert!(
+            conf(&m, u).contains(":2379"),
+            "{u}: the new port was written without a turn"
+        );
+    }
+    assert_eq!(
+        puts_ok(&old, "port", 10),
+        10,
+        "the live members keep quorum"
+    );
+    for (u, s, msg) in m.workloads() {
+        if live.contains(&u) {
+            assert_eq!(s, "waiting", "{u}: {msg}");
+            assert!(msg.contains("rolling turn"), "{u}: {msg}");
+        }
+    }
+    m.bring_back(held);
+    settle_healthy(&m, 3);
+    let new: Vec<String> = units
+        .iter()
+        .map(|u| format!("http://{}:2479", m.address(u)))
+        .collect();
+    for u in &units {
+        assert!(conf(&m, u).contains(":2479"), "{u}: {}", conf(&m, u));
+    }
+    assert_eq!(members(&new.join(",")).len(), 3);
+    assert_keys(&new[0], "port", 10);
+}

@@ -524,6 +524,21 @@ fn the_maintenance_agent_is_a_systemd_unit_of_its_own() {
                 && etcd_charm::agent::http::get_state(&addr).is_ok()
         },
     );
+    // `juju refresh` replaces the charm's binary: the agent must run the
+    // new one (issue 19.11: it went on running the replaced, deleted file).
+    // The new revision carries a binary file of its own (not a link).
+    let before: i32 = prop("MainPID").parse().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let copied = copies.path().join("charm");
+    pack_charm_as(&copied, false);
+    m.ok(&["refresh", "etcd", "--path", copied.to_str().unwrap()]);
+    let pid: i32 = prop("MainPID").parse().unwrap();
+    let exe = inside_text(&m, "etcd/0", &["readlink", &format!("/proc/{pid}/exe")]);
+    assert!(
+        pid > 0 && pid != before && !exe.ends_with("(deleted)"),
+        "after the refresh the agent (pid {pid}, before {before}) runs {exe}"
+    );
+    assert!(etcd_charm::agent::http::get_state(&addr).is_ok());
     m.ok(&["config", "etcd", "maintenance_agent=false"]);
     assert_eq!(prop("ActiveState"), "inactive");
     assert_eq!(prop("UnitFileState"), "disabled");

@@ -18,9 +18,12 @@
 //!   what compaction left fragmented there is defragmented afterwards,
 //!   under the turn.
 //! - Otherwise a scheduled snapshot when one is due (the newest scheduled
-//!   snapshot, or the agent's start, plus the interval) while fewer than
-//!   the retention count are kept (none is ever deleted, rule 4: at the
-//!   count the agent waits for the operator to move old ones off), and a
+//!   snapshot plus the interval; with none yet, the agent's start plus the
+//!   unit's phase, [`phase`], so the units of an application do not all
+//!   snapshot at once) and only while it leaves room ([`snapshot_room`]).
+//!   Scheduled snapshots are the agent's own rolling copies: after each
+//!   one the oldest beyond the retention count go ([`to_prune`]); nothing
+//!   else is ever deleted (operator snapshots live elsewhere). And a
 //!   defrag (under the rolling turn) when the free share of
 //!   the db file reaches the threshold; on the raft leader only once no
 //!   other voter is past it too (the leader last, [`follower_first`]).
@@ -68,10 +71,22 @@ pub struct Seen {
     pub alarms: Vec<(u64, String)>,
     /// The scheduled snapshots on disk with their times, any order.
     pub snapshots: Vec<(PathBuf, u64)>,
+    /// The file system the scheduled snapshots go to, or why it could not
+    /// be read.
+    pub snapshot_fs: Result<SnapshotFs, String>,
     /// The rolling turn's holder, if any (the key's value).
     pub turn_holder: Option<String>,
     /// etcd's quota for this member (its default when not configured).
     pub quota: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFs {
+    pub dir: PathBuf,
+    /// Bytes free there now.
+    pub free: u64,
+    /// It is the file system of the data dir (etcd's WAL and db).
+    pub holds_data: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +95,63 @@ pub struct Policy {
     pub snapshot_interval: u64,
     pub snapshot_retention: usize,
     pub defrag_threshold: u8,
+    /// Seconds after the agent's start of the first snapshot ([`phase`]).
+    pub snapshot_phase: u64,
+}
+
+/// The least the data dir's file system keeps free after a scheduled
+/// snapshot: etcd's db may grow to twice its size while it compacts and
+/// defragments, and below 1 GiB a busy WAL runs out first.
+pub const KEEP_FREE_MIN: u64 = 1 << 30;
+
+/// Where a unit's schedule starts within the interval: from its name
+/// (FNV-1a), so it is the same at every start of the agent and differs
+/// between the units of an application.
+pub fn phase(unit: &str, interval: u64) -> u64 {
+    let h = unit.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    h % interval.max(1)
+}
+
+/// Whether a snapshot of a `db`-byte member may be written to `fs`. On the
+/// data dir's file system it must leave the larger of 2 × db and 1 GiB
+/// free; elsewhere it must fit with the copy margin (space.rs).
+pub fn snapshot_room(db: u64, fs: &SnapshotFs) -> Result<(), String> {
+    use crate::space::human;
+    if !fs.holds_data {
+        return match crate::space::shortfall("a scheduled snapshot", db, &fs.dir, fs.free) {
+            Some(msg) => Err(format!("scheduled snapshot skipped: {msg}")),
+            None => Ok(()),
+        };
+    }
+    let keep = db.saturating_mul(2).max(KEEP_FREE_MIN);
+    let after = fs.free.saturating_sub(db);
+    if fs.free >= db.saturating_add(keep) {
+        return Ok(());
+    }
+    Err(format!(
+        "scheduled snapshot skipped: it would leave {} free on the data dir's file system, and etcd \
+         needs at least {} there (the larger of 2 × its {} db and 1 GiB); free space, lower \
+         agent_snapshot_retention, or attach bigger storage",
+        human(after),
+        human(keep),
+        human(db)
+    ))
+}
+
+/// The scheduled snapshots to remove once a new one is written: all but
+/// the newest `retention` (by time, then name), oldest first.
+pub fn to_prune(snapshots: &[(PathBuf, u64)], retention: usize) -> Vec<PathBuf> {
+    let mut by_age: Vec<&(PathBuf, u64)> = snapshots.iter().collect();
+    by_age.sort_by(|a, b| (b.1, &b.0).cmp(&(a.1, &a.0)));
+    let mut old: Vec<PathBuf> = by_age
+        .into_iter()
+        .skip(retention.max(1))
+        .map(|(p, _)| p.clone())
+        .collect();
+    old.reverse();
+    old
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,9 +174,9 @@ pub struct Decision {
     /// Why nothing (more) was done, when an operator should know.
     pub waiting: Option<String>,
     pub problems: Vec<String>,
-    /// Scheduled snapshots stopped at the retention count: the backups an
-    /// operator counts on have stopped, so it goes to the unit's status.
-    pub snapshots_paused: Option<String>,
+    /// A due snapshot not taken for want of room: the backups an operator
+    /// counts on have stopped, so it goes to the unit's status.
+    pub snapshot_skipped: Option<String>,
 }
 
 /// A db file at this percent of the quota or more needs room (a compaction
@@ -178,19 +250,20 @@ pub fn decide(s: &Seen, p: &Policy) -> Decision {
         return d;
     }
     if p.snapshot_interval > 0 {
-        let newest = s.snapshots.iter().map(|(_, t)| *t).max();
-        let due = newest
-            .unwrap_or(s.started_at)
-            .saturating_add(p.snapshot_interval);
-        if s.now >= due && s.snapshots.len() >= p.snapshot_retention {
-            d.snapshots_paused = Some(format!(
-                "scheduled snapshots paused: {} kept (agent_snapshot_retention={}); move older ones \
-                 off the unit, or raise the option, and they resume",
-                s.snapshots.len(),
-                p.snapshot_retention
-            ));
-        } else if s.now >= due {
-            d.actions.push(Action::Snapshot);
+        let due = match s.snapshots.iter().map(|(_, t)| *t).max() {
+            Some(newest) => newest.saturating_add(p.snapshot_interval),
+            None => s.started_at.saturating_add(p.snapshot_phase),
+        };
+        if s.now >= due {
+            match s
+                .snapshot_fs
+                .as_ref()
+                .map_err(|e| format!("scheduled snapshot skipped: {e}"))
+                .and_then(|fs| snapshot_room(me.db_size, fs))
+            {
+                Ok(()) => d.actions.push(Action::Snapshot),
+                Err(why) => d.snapshot_skipped = Some(why),
+            }
         }
     }
     let frag = me.fragmentation();
@@ -252,6 +325,11 @@ mod tests {
             member: Ok(me),
             alarms: vec![],
             snapshots: vec![],
+            snapshot_fs: Ok(SnapshotFs {
+                dir: "/b".into(),
+                free: 100 << 30,
+                holds_data: true,
+            }),
             turn_holder: None,
             quota: 2 << 30,
         }
@@ -262,6 +340,7 @@ mod tests {
             snapshot_interval: 3600,
             snapshot_retention: 2,
             defrag_threshold: 50,
+            snapshot_phase: 3600,
         }
     }
 
@@ -301,16 +380,87 @@ mod tests {
     }
 
     #[test]
-    fn at_the_retention_count_snapshots_pause_and_nothing_is_deleted() {
+    fn at_the_retention_count_snapshots_go_on_and_the_oldest_go() {
         let mut s = seen(member(1, MIB, MIB));
-        s.snapshots = vec![("a".into(), 10), ("b".into(), 20)];
+        s.snapshots = vec![("b".into(), 20), ("a".into(), 10)];
         s.now = 1_000_000;
         let d = decide(&s, &policy());
-        assert!(!d.actions.contains(&Action::Snapshot), "{d:?}");
-        let paused = d.snapshots_paused.as_deref().unwrap();
-        assert!(paused.contains("2 kept"), "{d:?}");
-        s.snapshots.pop();
-        assert!(decide(&s, &policy()).actions.contains(&Action::Snapshot));
+        assert!(d.actions.contains(&Action::Snapshot), "{d:?}");
+        assert_eq!(d.snapshot_skipped, None);
+        // After the third, the oldest beyond 2 goes; same second: by name.
+        let after = vec![
+            ("b".into(), 20),
+            ("c".into(), 30),
+            ("a".into(), 10),
+            ("a0".into(), 10),
+        ];
+        assert_eq!(
+            to_prune(&after, 2),
+            vec![PathBuf::from("a"), PathBuf::from("a0")]
+        );
+        assert!(to_prune(&after, 4).is_empty());
+        assert_eq!(to_prune(&after, 0).len(), 3, "at least one is kept");
+    }
+
+    #[test]
+    fn a_snapshot_must_leave_the_data_dir_room() {
+        const GIB: u64 = 1 << 30;
+        let room = |db, free, holds_data| {
+            let dir = "/b".into();
+            snapshot_room(
+                db,
+                &SnapshotFs {
+                    dir,
+                    free,
+                    holds_data,
+                },
+            )
+        };
+        // Small db: 1 GiB must stay free after it.
+        assert!(room(100 * MIB, GIB + 100 * MIB, true).is_ok());
+        let e = room(100 * MIB, GIB + 99 * MIB, true).unwrap_err();
+        assert!(
+            e.contains("leave 1023.0 MiB free") && e.contains("at least 1.0 GiB"),
+            "{e}"
+        );
+        // Large db: twice its size.
+        assert!(room(2 * GIB, 6 * GIB, true).is_ok());
+        let e = room(2 * GIB, 6 * GIB - 1, true).unwrap_err();
+        assert!(e.contains("at least 4.0 GiB"), "{e}");
+        // Another file system: the copy and its margin.
+        assert!(room(2 * GIB, 3 * GIB, false).is_ok());
+        assert!(room(2 * GIB, 2 * GIB, false).is_err());
+        // In decide: skipped, said, and no snapshot.
+        let mut s = seen(member(1, 100 * MIB, 100 * MIB));
+        s.now = s.started_at + 3600;
+        s.snapshot_fs = Ok(SnapshotFs {
+            dir: "/b".into(),
+            free: 500 * MIB,
+            holds_data: true,
+        });
+        let d = decide(&s, &policy());
+        assert!(!d.actions.contains(&Action::Snapshot));
+        assert!(d
+            .snapshot_skipped
+            .unwrap()
+            .starts_with("scheduled snapshot skipped"));
+        s.snapshot_fs = Err("statvfs: no such file".into());
+        assert!(decide(&s, &policy())
+            .snapshot_skipped
+            .unwrap()
+            .contains("statvfs"));
+    }
+
+    #[test]
+    fn the_units_phases_differ_and_stay() {
+        let ps: Vec<u64> = ["etcd/0", "etcd/1", "etcd/2"]
+            .iter()
+            .map(|u| phase(u, 3600))
+            .collect();
+        assert!(ps.iter().all(|p| *p < 3600), "{ps:?}");
+        assert!(ps[0] != ps[1] && ps[1] != ps[2] && ps[0] != ps[2], "{ps:?}");
+        assert_eq!(phase("etcd/1", 3600), ps[1]);
+        assert_eq!(phase("etcd/1", 0), 0);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The maintenance agent: `etcd-charm agent`, a long-running process on
-//! every machine next to etcd. It takes scheduled snapshots (the newest N
-//! kept, sha256 beside each), defragments its member when free pages pass
+//! every machine next to etcd. It takes scheduled snapshots (its own
+//! rolling copies: the newest N kept, older ones removed, sha256 beside
+//! each, only while the data dir keeps room), defragments its member when free pages pass
 //! a threshold (only while holding the cluster-wide rolling turn, so two
 //! agents never defragment at once), clears a NOSPACE alarm (compact,
 //! defragment one member at a time, disarm), and serves what it did and

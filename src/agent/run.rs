@@ -78,6 +78,21 @@ pub fn list_snapshots(dir: &Path) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
+/// The file system the scheduled snapshots go to: its free bytes, and
+/// whether the data dir is on it.
+fn snapshot_fs(paths: &Paths) -> Result<decide::SnapshotFs, String> {
+    let dir = snapshot_dir(paths);
+    let shown = paths.unhost(&dir).display().to_string();
+    let free = crate::space::free_bytes(&dir).map_err(|e| format!("free space of {shown}: {e}"))?;
+    let holds_data = crate::space::same_fs(&dir, &paths.data_dir())
+        .map_err(|e| format!("file system of {shown}: {e}"))?;
+    Ok(decide::SnapshotFs {
+        dir: paths.unhost(&dir),
+        free,
+        holds_data,
+    })
+}
+
 /// This unit's client URL and quota, from etcd.conf.yml (as the nrpe checks
 /// find them); installs the client pair when it serves https.
 fn local_member(paths: &Paths) -> Result<(String, u64), String> {
@@ -228,6 +243,7 @@ impl Agent {
             others,
             alarms,
             snapshots: list_snapshots(&snapshot_dir(&self.paths)),
+            snapshot_fs: snapshot_fs(&self.paths),
             turn_holder: turn,
             quota,
         };
@@ -263,9 +279,9 @@ impl Agent {
         if !decide::has_nospace(&seen.alarms) {
             mem.problems.remove("nospace");
         }
-        match &d.snapshots_paused {
-            Some(why) => mem.problems.insert("snapshots-paused", why.clone()),
-            None => mem.problems.remove("snapshots-paused"),
+        match &d.snapshot_skipped {
+            Some(why) => mem.problems.insert("snapshot-room", why.clone()),
+            None => mem.problems.remove("snapshot-room"),
         };
         self.with_state(|s| {
             s.checks += 1;
@@ -317,6 +333,7 @@ impl Agent {
             Ok(r) => {
                 info!("scheduled snapshot {} ({} bytes)", r.path, r.size);
                 mem.problems.remove("snapshot");
+                self.prune();
                 self.with_state(|s| {
                     s.snapshots_total += 1;
                     s.last_snapshot = Some(r);
@@ -329,13 +346,32 @@ impl Agent {
         }
     }
 
+    /// The agent's rolling copies: all but the newest `retention` go, each
+    /// with its `.sha256`. A removal that fails is tried after the next.
+    fn prune(&self) {
+        let dir = snapshot_dir(&self.paths);
+        let old = decide::to_prune(&list_snapshots(&dir), self.policy.snapshot_retention);
+        for p in old {
+            let sha = PathBuf::from(format!("{}.sha256", p.display()));
+            match std::fs::remove_file(&p) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&sha);
+                    info!(
+                        "removed the scheduled snapshot {} (agent_snapshot_retention={})",
+                        self.paths.unhost(&p).display(),
+                        self.policy.snapshot_retention
+                    );
+                }
+                Err(e) => warn!("cannot remove {}: {e}", p.display()),
+            }
+        }
+        let kept = list_snapshots(&dir).len();
+        self.with_state(|s| s.snapshots_kept = kept);
+    }
+
     fn take_snapshot(&self, ep: &str) -> Result<SnapshotRecord, String> {
         let dir = snapshot_dir(&self.paths);
-        let detail = etcd::block_on(etcd::member_detail(ep)).map_err(|e| e.to_string())?;
-        if let Some(msg) = crate::space::check("the snapshot", detail.db_size.max(0) as u64, &dir) {
-            return Err(msg);
-        }
-        std::fs::create_dir_all(&dir)
+        crate::private::dir(&dir)
             .map_err(|e| format!("creating {}: {e}", self.paths.unhost(&dir).display()))?;
         let stamp = crate::stamp::utc_stamp(SystemTime::now());
         let mut file = dir.join(format!("etcd-snapshot-{stamp}.db"));
@@ -520,6 +556,7 @@ pub fn run(paths: Paths, args: Args) -> ExitCode {
     let started = now_ms();
     let state = Arc::new(Mutex::new(AgentState {
         unit: args.unit.clone(),
+        exe: super::state::exe_id(Path::new("/proc/self/exe")).unwrap_or_default(),
         started_ms: started,
         ..Default::default()
     }));
@@ -528,6 +565,7 @@ pub fn run(paths: Paths, args: Args) -> ExitCode {
             snapshot_interval: interval.as_secs(),
             snapshot_retention: args.snapshot_retention.max(1),
             defrag_threshold: args.defrag_threshold,
+            snapshot_phase: decide::phase(&args.unit, interval.as_secs()),
         },
         args,
         paths,

@@ -54,6 +54,11 @@ fn program() -> Result<PathBuf, String> {
     }
 }
 
+/// The identity of the binary an agent started now would run.
+pub fn program_id() -> Option<String> {
+    super::state::exe_id(&program().ok()?)
+}
+
 fn abs_root(paths: &Paths) -> PathBuf {
     std::path::absolute(paths.root()).unwrap_or_else(|_| paths.root().to_path_buf())
 }
@@ -182,9 +187,15 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(5)..].join(" | ")
 }
 
-/// Runs the agent with `args` (replacing one that runs with others) and
-/// waits until its endpoint answers.
-pub fn ensure(paths: &Paths, backend: &Backend, args: &[String]) -> Result<(), String> {
+/// Runs the agent with `args` (replacing one that runs with others, or
+/// any that runs when `replace`: its binary changed) and waits until its
+/// endpoint answers.
+pub fn ensure(
+    paths: &Paths,
+    backend: &Backend,
+    args: &[String],
+    replace: bool,
+) -> Result<(), String> {
     let listen = arg_value(args, "--listen").ok_or("the agent's arguments name no --listen")?;
     match backend {
         Backend::Direct { .. } => {
@@ -228,7 +239,7 @@ pub fn ensure(paths: &Paths, backend: &Backend, args: &[String]) -> Result<(), S
             }
             systemctl(&["enable", UNIT])?;
             let active = systemctl(&["is-active", "--quiet", UNIT]).is_ok();
-            if changed || !active {
+            if changed || replace || !active {
                 systemctl(&["restart", UNIT])?;
             }
             wait_answers(listen, || false)

@@ -32,9 +32,21 @@ pub struct SnapshotRecord {
     pub sha256: String,
 }
 
+/// A binary's identity: `dev:inode` of the file (for `/proc/self/exe`, the
+/// one the process was started from, even once it is deleted or replaced).
+pub fn exe_id(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{}:{}", m.dev(), m.ino()))
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentState {
     pub unit: String,
+    /// The binary this agent runs (`dev:inode`, [`exe_id`]): the charm
+    /// replaces an agent whose binary is no longer the charm's (a refresh).
+    #[serde(default)]
+    pub exe: String,
     pub started_ms: u64,
     pub checks: u64,
     pub last_check_ms: u64,

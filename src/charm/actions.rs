@@ -103,11 +103,18 @@ pub fn snapshot_results(
     out.insert("snapshot.size".into(), size.to_string());
     out.insert("snapshot.sha256".into(), sha256.to_string());
     out.insert("snapshot.version".into(), version.to_string());
-    out.insert(
-        "copy.cmd".into(),
-        format!("juju scp {unit}:{} .", path.display()),
-    );
+    out.insert("copy.cmd".into(), copy_cmd(unit, path));
     out
+}
+
+/// How to fetch a root-only file: `juju scp` logs in as `ubuntu`, which
+/// cannot read it; `sudo cat` over a pty-less `juju ssh` copies the bytes.
+pub fn copy_cmd(unit: &str, path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(
+        "juju ssh --pty=false {unit} -- sudo cat {} > {name}",
+        path.display()
+    )
 }
 
 fn snapshot(ctx: &ActionCtx) -> Result<Databag> {
@@ -126,7 +133,7 @@ fn snapshot(ctx: &ActionCtx) -> Result<Databag> {
             "{msg}; or run the action with target=<a directory with room>"
         )));
     }
-    std::fs::create_dir_all(&dir).map_err(crate::error::io("creating", &dir))?;
+    super::backups::prepare_dir(ctx.paths, &dir).map_err(crate::error::io("creating", &dir))?;
     let stamp = crate::stamp::utc_stamp(SystemTime::now());
     let file = dir.join(format!("etcd-snapshot-{stamp}.db"));
     ctx.log(&format!("streaming a snapshot from {ep}"));
@@ -180,7 +187,7 @@ mod tests {
         );
         assert_eq!(
             r["copy.cmd"],
-            "juju scp etcd/1:/home/ubuntu/etcd-snapshots/etcd-snapshot-x.db ."
+            "juju ssh --pty=false etcd/1 -- sudo cat /home/ubuntu/etcd-snapshots/etcd-snapshot-x.db > etcd-snapshot-x.db"
         );
         assert_eq!(r["snapshot.size"], "20480");
     }

@@ -166,7 +166,7 @@ fn prepare(ctx: &ActionCtx, leader: &LeaderData, out: &mut Databag) -> Result<Re
     }
     let id = crate::stamp::utc_stamp(SystemTime::now());
     let dir = ctx.paths.backup_dir();
-    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+    crate::private::dir(&dir).map_err(io("creating", &dir))?;
     let staged = stage(&source, &dir.join(format!("restore-{id}.db")))?;
     let sha256 = sha256_file(&staged)?;
     let service = crate::service::Service::from_env(ctx.paths.clone(), "auto");
@@ -222,7 +222,7 @@ fn stage(source: &Path, dest: &Path) -> Result<PathBuf> {
     if gz {
         let tmp = dest.with_extension("extract");
         let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).map_err(io("creating", &tmp))?;
+        crate::private::dir(&tmp).map_err(io("creating", &tmp))?;
         let ok = std::process::Command::new("tar")
             .arg("-xzf")
             .arg(source)
@@ -241,8 +241,12 @@ fn stage(source: &Path, dest: &Path) -> Result<PathBuf> {
         std::fs::rename(&db, &part).map_err(io("moving", &db))?;
         let _ = std::fs::remove_dir_all(&tmp);
     } else {
-        std::fs::copy(source, &part).map_err(io("copying", source))?;
+        // Not fs::copy: it gives the copy the source's (often 0644) mode.
+        let mut from = std::fs::File::open(source).map_err(io("reading", source))?;
+        let mut to = crate::private::create(&part).map_err(io("creating", &part))?;
+        std::io::copy(&mut from, &mut to).map_err(io("copying", source))?;
     }
+    crate::private::tighten(&part, crate::private::FILE_MODE).map_err(io("securing", &part))?;
     std::fs::File::open(&part)
         .and_then(|f| f.sync_all())
         .map_err(io("syncing", &part))?;
@@ -306,7 +310,7 @@ fn backup(ctx: &ActionCtx, id: &str) -> Result<(PathBuf, String)> {
     } else {
         ctx.paths.from_config(&target)
     };
-    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+    super::backups::prepare_dir(ctx.paths, &dir).map_err(io("creating", &dir))?;
     let (ep, detail) = super::action_support::snapshot_source(ctx)?;
     let size = u64::try_from(detail.db_size).unwrap_or(0);
     if let Some(msg) = crate::space::check("the backup", size, &dir) {

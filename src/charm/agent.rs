@@ -20,6 +20,11 @@ impl std::fmt::Display for AgentStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AgentStep::Ensure(a) => write!(f, "run the maintenance agent ({})", a.join(" ")),
+            AgentStep::Replace(a) => write!(
+                f,
+                "restart the maintenance agent on the charm's new binary ({})",
+                a.join(" ")
+            ),
             AgentStep::Stop => write!(f, "stop the maintenance agent"),
             AgentStep::Remove => write!(f, "remove the maintenance agent"),
         }
@@ -34,7 +39,11 @@ fn read_state(i: &Installed) -> Option<std::result::Result<AgentState, String>> 
 pub fn observe(paths: &Paths, svc: &Service) -> AgentSeen {
     let installed = service::installed(paths, &svc.backend);
     let state = installed.as_ref().and_then(read_state);
-    AgentSeen { installed, state }
+    AgentSeen {
+        installed,
+        state,
+        program: service::program_id(),
+    }
 }
 
 /// The scrape listener for the related Prometheus (on another machine):
@@ -68,6 +77,15 @@ fn metrics_listener(o: &Observed, paths: &Paths) -> Option<MetricsListener> {
     })
 }
 
+/// The running agent answered with a binary other than the charm's (an
+/// agent from before `exe` was reported says none: also stale).
+fn stale_binary(seen: &AgentSeen) -> bool {
+    match (&seen.state, &seen.program) {
+        (Some(Ok(s)), Some(program)) => s.exe != *program,
+        _ => false,
+    }
+}
+
 /// The agent's step, if it is not as the options want (pure).
 pub fn plan(o: &Observed, paths: &Paths, p: &Plan) -> Option<Step> {
     let seen = o.agent.as_ref()?;
@@ -97,7 +115,13 @@ pub fn plan(o: &Observed, paths: &Paths, p: &Plan) -> Option<Step> {
                 .installed
                 .as_ref()
                 .is_some_and(|i| i.running && i.args == want);
-            (!same).then_some(AgentStep::Ensure(want))
+            if !same {
+                Some(AgentStep::Ensure(want))
+            } else if stale_binary(seen) {
+                Some(AgentStep::Replace(want))
+            } else {
+                None
+            }
         }
     };
     step.map(Step::Agent)
@@ -107,14 +131,15 @@ pub fn plan(o: &Observed, paths: &Paths, p: &Plan) -> Option<Step> {
 /// a missing binary); etcd itself is not held up by it.
 pub fn apply(step: &AgentStep, paths: &Paths, svc: &Service) -> Option<(StatusKind, String)> {
     let r = match step {
-        AgentStep::Ensure(args) => service::ensure(paths, &svc.backend, args),
+        AgentStep::Ensure(args) => service::ensure(paths, &svc.backend, args, false),
+        AgentStep::Replace(args) => service::ensure(paths, &svc.backend, args, true),
         AgentStep::Stop => service::stop(paths, &svc.backend),
         AgentStep::Remove => service::remove(paths, &svc.backend),
     };
     let e = r.err()?;
     tracing::warn!("maintenance agent: {e}");
     let hint = match step {
-        AgentStep::Ensure(_) => "; fix it or set maintenance_agent=false",
+        AgentStep::Ensure(_) | AgentStep::Replace(_) => "; fix it or set maintenance_agent=false",
         _ => "",
     };
     Some((StatusKind::Blocked, format!("maintenance agent: {e}{hint}")))
@@ -162,6 +187,7 @@ mod tests {
                 running: true,
             }),
             state: None,
+            program: Some("8:1".into()),
         }
     }
 
@@ -212,6 +238,25 @@ mod tests {
             ),
             Some(Step::Agent(AgentStep::Ensure(_)))
         ));
+        // Running as wanted on a binary that is no longer the charm's (a
+        // refresh replaced it), or one too old to say: restarted on it.
+        for exe in ["8:0", ""] {
+            let mut a = seen(Some(want.clone()));
+            a.state = Some(Ok(AgentState {
+                exe: exe.into(),
+                ..Default::default()
+            }));
+            assert_eq!(
+                plan(&running_unit(Some(a.clone())), &paths(), &empty),
+                Some(Step::Agent(AgentStep::Replace(want.clone()))),
+                "{exe:?}"
+            );
+            a.state = Some(Ok(AgentState {
+                exe: "8:1".into(),
+                ..Default::default()
+            }));
+            assert_eq!(plan(&running_unit(Some(a)), &paths(), &empty), None);
+        }
         // Turned off: stopped.
         let mut off = running_unit(Some(seen(Some(old.clone()))));
         off.config.as_mut().unwrap().agent.enabled = false;

@@ -150,6 +150,12 @@ impl Applier<'_> {
                 self.service.ensure_dropin()?;
             }
             Step::RemoveDropIn => self.service.remove_dropin()?,
+            Step::TightenBackups(ps) => {
+                super::backups::tighten(ps).map_err(|e| {
+                    Error::Other(format!("making the keyspace copies root-only: {e}"))
+                })?;
+                info!("made {} keyspace cop(ies) and dirs root-only", ps.len());
+            }
             Step::SetLeaderData(d) => self.set_leader_data(d)?,
             Step::PublishClient { relation, data } => self.tools.relation_set(relation, data)?,
             Step::Publish(d) => {
@@ -362,6 +368,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::InstallEtcd => "install",
         Step::WriteDropIn => "write-dropin",
         Step::RemoveDropIn => "remove-dropin",
+        Step::TightenBackups(_) => "tighten-backups",
         Step::SetLeaderData(_) => "set-leader-data",
         Step::Publish(_) => "publish",
         Step::PublishClient { .. } => "publish-client",

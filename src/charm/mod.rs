@@ -15,6 +15,7 @@ pub mod actions_restore;
 pub mod agent;
 pub mod alarms;
 pub mod apply;
+pub mod backups;
 pub mod bases;
 pub mod bootstrap;
 pub mod certificates;

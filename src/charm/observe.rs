@@ -309,6 +309,7 @@ pub fn observe_with(
         goal_units,
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
+        open_backups: super::backups::observe(paths),
         cert_dates: tls.as_ref().map(|_| super::expiry::observe(paths)),
         snap,
         tls,

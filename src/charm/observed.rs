@@ -114,6 +114,9 @@ pub struct Observed {
     pub agent: Option<AgentSeen>,
     /// The `certificates` relation and the files (certificates.rs).
     pub certs: Certs,
+    /// Keyspace copies of ours (and their dirs) other accounts may read,
+    /// with their modes (backups.rs).
+    pub open_backups: Vec<(PathBuf, u32)>,
 }
 
 impl Observed {
@@ -289,6 +292,9 @@ pub struct SnapSeen {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentSeen {
     pub installed: Option<Installed>,
+    /// The identity of the binary the agent should run: the charm's own
+    /// (`crate::agent::state::exe_id`).
+    pub program: Option<String>,
     /// Its state, when it runs (Err: it did not answer).
     pub state: Option<std::result::Result<AgentState, String>>,
 }

@@ -181,6 +181,10 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         }
         return p;
     }
+    if !o.open_backups.is_empty() {
+        let paths = o.open_backups.iter().map(|(p, _)| p.clone()).collect();
+        p.steps.push(Step::TightenBackups(paths));
+    }
     if super::volume::plan_volume(o, &mut p) {
         return p;
     }

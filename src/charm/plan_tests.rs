@@ -78,6 +78,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         server_key: None,
         snap: None,
         certs: Default::default(),
+        open_backups: Vec::new(),
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,

@@ -3,7 +3,8 @@
 //! unit agent (~16 ms), and update-status runs on every unit every five
 //! minutes, so this is what a large model pays most often.
 //!
-//! Settled means: etcd.conf.yml is there, etcd runs, its own member is a
+//! Settled means: no keyspace copy of ours is readable by others,
+//! etcd.conf.yml is there, etcd runs, its own member is a
 //! voter with a raft leader, and the status the last hook set is already
 //! the one this hook would set. Then nothing the full observe reads can
 //! lead anywhere: a config or address change comes with config-changed,
@@ -27,6 +28,11 @@ use tracing::debug;
 /// True when update-status had nothing to do here and is complete (2 calls
 /// on a non-leader, 3 on the leader, none of them a write).
 pub fn update_status(tools: &HookTools, paths: &Paths) -> bool {
+    // Keyspace copies left readable (an older revision's): the full
+    // reconcile tightens them (backups.rs). A few stats, no hook tool.
+    if !super::backups::observe(paths).is_empty() {
+        return false;
+    }
     let Some(view) = settled_view(paths) else {
         return false;
     };

@@ -200,14 +200,7 @@ fn snapshot(
     if let Some(msg) = crate::space::check("the pre-upgrade snapshot", size, backup_dir) {
         return Ok(Some(msg));
     }
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(backup_dir)
-            .map_err(io("creating", backup_dir))?;
-    }
+    crate::private::dir(backup_dir).map_err(io("creating", backup_dir))?;
     let stamp = crate::stamp::utc_stamp(SystemTime::now());
     let dest = backup_dir.join(format!("{stamp}-pre-upgrade-{name}-{member_id:x}.db"));
     let bytes = etcd::block_on(etcd::snapshot_to(endpoint, &dest))?;

@@ -92,6 +92,8 @@ pub enum Step {
     Agent(AgentStep),
     /// The `certificates` relation's steps (certificates.rs).
     Tls(TlsStep),
+    /// Keyspace copies and their dirs made root-only (backups.rs).
+    TightenBackups(Vec<PathBuf>),
 }
 
 impl std::fmt::Display for Step {
@@ -100,6 +102,14 @@ impl std::fmt::Display for Step {
             Step::InstallEtcd => write!(f, "install etcd"),
             Step::WriteDropIn => write!(f, "write the systemd drop-in"),
             Step::RemoveDropIn => write!(f, "remove the systemd drop-in"),
+            Step::TightenBackups(ps) => {
+                let names: Vec<String> = ps.iter().map(|p| p.display().to_string()).collect();
+                write!(
+                    f,
+                    "make keyspace copies root-only (dirs 0700, files 0600): {}",
+                    names.join(", ")
+                )
+            }
             Step::SetLeaderData(d) => {
                 let keys: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
                 write!(f, "set leadership data {}", keys.join(", "))
@@ -250,6 +260,9 @@ pub enum RestoreStep {
 pub enum AgentStep {
     /// Start it with these arguments, replacing one that runs with others.
     Ensure(Vec<String>),
+    /// Restart it on the charm's binary: the one it runs was replaced
+    /// (`juju refresh`), so it runs old code until restarted.
+    Replace(Vec<String>),
     Stop,
     /// The remove hook: stopped, and its unit file gone.
     Remove,

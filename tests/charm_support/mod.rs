@@ -21,14 +21,20 @@ fn text(b: &[u8]) -> String {
 
 /// Lays out a charm dir with `packaging/pack --link` around the debug binary.
 pub fn pack_charm(dest: &Path) {
+    pack_charm_as(dest, true)
+}
+
+/// As [`pack_charm`]; `link: false` copies the binary, so a refresh to
+/// this dir brings a binary file of its own, as a real refresh does.
+pub fn pack_charm_as(dest: &Path, link: bool) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(repo.join("packaging/pack"))
-        .args([
-            "--binary",
-            env!("CARGO_BIN_EXE_etcd-charm"),
-            "--link",
-            "--out",
-        ])
+    let mut cmd = Command::new(repo.join("packaging/pack"));
+    cmd.args(["--binary", env!("CARGO_BIN_EXE_etcd-charm")]);
+    if link {
+        cmd.arg("--link");
+    }
+    let out = cmd
+        .arg("--out")
         .arg(dest)
         .stdin(Stdio::null())
         .output()
@@ -345,6 +351,22 @@ impl Drop for Model {
         let _ = self.run(&["destroy"]);
         let _ = &self.tmp;
     }
+}
+
+/// A file's or dir's permission bits (what `ls -l` shows).
+pub fn file_mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Sets a file's or dir's permission bits.
+pub fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 pub fn tail(s: &str, n: usize) -> String {
