@@ -122,6 +122,11 @@ impl Paths {
         self.host("/var/snap/etcd/common/backups")
     }
 
+    /// The maintenance agent's rolling scheduled snapshots.
+    pub fn scheduled_snapshot_dir(&self) -> PathBuf {
+        self.backup_dir().join("scheduled")
+    }
+
     /// The systemd drop-in that adds our restart policy and start guard.
     pub fn systemd_dropin(&self) -> PathBuf {
         self.host("/etc/systemd/system/snap.etcd.etcd.service.d/10-etcd-charm.conf")

@@ -50,10 +50,6 @@ pub struct Args {
 }
 
 /// Where scheduled snapshots go: beside the actions' backups.
-pub fn snapshot_dir(paths: &Paths) -> PathBuf {
-    paths.backup_dir().join("scheduled")
-}
-
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -81,7 +77,7 @@ pub fn list_snapshots(dir: &Path) -> Vec<(PathBuf, u64)> {
 /// The file system the scheduled snapshots go to: its free bytes, and
 /// whether the data dir is on it.
 fn snapshot_fs(paths: &Paths) -> Result<decide::SnapshotFs, String> {
-    let dir = snapshot_dir(paths);
+    let dir = paths.scheduled_snapshot_dir();
     let shown = paths.unhost(&dir).display().to_string();
     let free = crate::space::free_bytes(&dir).map_err(|e| format!("free space of {shown}: {e}"))?;
     let holds_data = crate::space::same_fs(&dir, &paths.data_dir())
@@ -242,7 +238,7 @@ impl Agent {
             member,
             others,
             alarms,
-            snapshots: list_snapshots(&snapshot_dir(&self.paths)),
+            snapshots: list_snapshots(&self.paths.scheduled_snapshot_dir()),
             snapshot_fs: snapshot_fs(&self.paths),
             turn_holder: turn,
             quota,
@@ -349,7 +345,7 @@ impl Agent {
     /// The agent's rolling copies: all but the newest `retention` go, each
     /// with its `.sha256`. A removal that fails is tried after the next.
     fn prune(&self) {
-        let dir = snapshot_dir(&self.paths);
+        let dir = self.paths.scheduled_snapshot_dir();
         let old = decide::to_prune(&list_snapshots(&dir), self.policy.snapshot_retention);
         for p in old {
             let sha = PathBuf::from(format!("{}.sha256", p.display()));
@@ -370,7 +366,7 @@ impl Agent {
     }
 
     fn take_snapshot(&self, ep: &str) -> Result<SnapshotRecord, String> {
-        let dir = snapshot_dir(&self.paths);
+        let dir = self.paths.scheduled_snapshot_dir();
         crate::private::dir(&dir)
             .map_err(|e| format!("creating {}: {e}", self.paths.unhost(&dir).display()))?;
         let stamp = crate::stamp::utc_stamp(SystemTime::now());

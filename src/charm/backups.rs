@@ -19,7 +19,7 @@ pub const RESTORE_BACKUP_PREFIX: &str = "etcd-backup-before-restore-";
 pub fn own_dirs(paths: &Paths) -> Vec<PathBuf> {
     vec![
         paths.backup_dir(),
-        crate::agent::run::snapshot_dir(paths),
+        paths.scheduled_snapshot_dir(),
         paths.from_config(SNAPSHOT_TARGET),
     ]
 }
