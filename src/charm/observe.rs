@@ -176,8 +176,20 @@ pub fn observe_with(
     let client_port = config.as_ref().map(|c| c.port).unwrap_or(2379);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let own_endpoint = crate::addr::url(scheme, &client_address, client_port);
+    // A running member answers where the etcd.conf.yml it was started with
+    // says: a changed `port` (or address) takes effect only at its restart,
+    // so that URL is asked first (issue 19.5: asking only the planned one
+    // found nothing, and the restart went without a turn).
+    let running_endpoint = found
+        .and_then(|c| c.advertise_client_urls.as_deref())
+        .and_then(|u| u.split(',').next())
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty() && *u != own_endpoint);
     let local = if active {
-        etcd::block_on(etcd::view_from(&own_endpoint)).ok()
+        running_endpoint
+            .iter()
+            .chain(std::iter::once(&own_endpoint))
+            .find_map(|ep| etcd::block_on(etcd::view_from(ep)).ok())
     } else {
         None
     };
@@ -272,7 +284,7 @@ pub fn observe_with(
     )?;
     let monitoring = super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?;
     let alarms = match &local {
-        Some(v) => super::alarms::observe(&own_endpoint, Some(v)),
+        Some(v) => super::alarms::observe(&v.endpoint, Some(v)),
         None => Vec::new(),
     };
     let snap = super::snap_upgrade::observe(service, paths, config.as_ref().ok());

@@ -9,7 +9,11 @@
 //! No turn when this member is not running (a start is not a restart), is
 //! not a voter (a learner or a removed member going down costs no quorum),
 //! is the only voter, in the stop hook, or when the plan removes it from
-//! the cluster before it goes down (a detaching volume).
+//! the cluster before it goes down (a detaching volume). A member whose
+//! view is unknown (nothing answered) takes the turn like a voter unless
+//! the model says it is alone: unknown means wait, never an unguarded
+//! restart (the turn reaches nobody, so the hook waits, bounded, and
+//! leaves everything as it was; the `restart` action is the way out).
 
 use super::observed::Observed;
 use super::steps::UpgradeStep;
@@ -49,8 +53,20 @@ fn needs_turn(o: &Observed) -> bool {
     let Some(id) = member_id(o) else {
         return false;
     };
-    let view = o.member_view();
-    view.is_some_and(|v| v.voters() > 1 && v.by_id(id).is_some_and(|m| !m.is_learner))
+    match o.member_view() {
+        Some(v) => v.voters() > 1 && v.by_id(id).is_some_and(|m| !m.is_learner),
+        None => !known_alone(o),
+    }
+}
+
+/// No peer unit, and the recorded cluster (if any) has one voter at most:
+/// a member nobody else depends on.
+fn known_alone(o: &Observed) -> bool {
+    let recorded = o
+        .leader
+        .get(super::observed::CLUSTER)
+        .map_or(0, |c| c.split(',').filter(|s| !s.trim().is_empty()).count());
+    o.peers.is_empty() && recorded <= 1
 }
 
 /// The plan takes this unit's member out of the cluster before it goes
@@ -263,6 +279,33 @@ mod tests {
         };
         let got = gated(&three(), vec![other.clone(), Step::StopEtcd]);
         assert_eq!(got[1], take("restarting the member"), "{got:?}");
+    }
+
+    /// Issue 19.5: nothing answered (a member down and the charm's own
+    /// client reaching nobody, a port change not yet made): the restart is
+    /// still gated. Only a member the model shows alone goes without.
+    #[test]
+    fn an_unknown_view_means_wait_unless_the_member_is_alone() {
+        let steps = vec![write(), Step::RestartEtcd];
+        let mut o = three();
+        o.local = None;
+        o.cluster = None;
+        o.peers.insert("etcd/1".into(), Databag::new());
+        let got = gated(&o, steps.clone());
+        assert_eq!(got[0], take("a new etcd.conf.yml"), "{got:?}");
+        // No peer unit, but the recorded cluster has three voters.
+        o.peers.clear();
+        o.leader.app.insert(
+            crate::charm::observed::CLUSTER.into(),
+            "etcd0=http://a:2380,etcd1=http://b:2380,etcd2=http://c:2380".into(),
+        );
+        assert_eq!(gated(&o, steps.clone())[0], take("a new etcd.conf.yml"));
+        // Recorded alone, no peers: nobody to wait for.
+        o.leader.app.insert(
+            crate::charm::observed::CLUSTER.into(),
+            "etcd0=http://a:2380".into(),
+        );
+        assert_eq!(gated(&o, steps.clone()), steps);
     }
 
     #[test]

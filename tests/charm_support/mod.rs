@@ -292,13 +292,18 @@ impl Model {
     /// waits (bounded) for its etcd to answer. Other units may stay in
     /// error: jujusim's exit 2 is accepted, nothing worse.
     pub fn bring_back(&self, held: HeldDown) {
+        self.bring_back_on(held, 2379)
+    }
+
+    /// [`Model::bring_back`], waiting for etcd on client `port`.
+    pub fn bring_back_on(&self, held: HeldDown, port: u16) {
         let HeldDown { unit, listener } = held;
         drop(listener);
         if self.unit(&unit)["juju-status"]["current"] == "error" {
             self.ok_or_in_error(&["resolve", &unit]);
         }
         self.ok_or_in_error(&["reboot", &unit]);
-        let ep = self.endpoint(&unit);
+        let ep = format!("http://{}:{port}", self.address(&unit));
         wait_until(
             &format!("{unit}'s etcd to answer"),
             Duration::from_secs(30),
