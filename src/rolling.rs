@@ -319,6 +319,21 @@ impl Drop for Turn {
     }
 }
 
+/// The voters that answer status with a raft leader, by ID (the `restart`
+/// action's quorum check).
+pub fn healthy_voters(v: &ClusterView) -> Vec<u64> {
+    v.members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .filter(|m| {
+            m.client_urls.first().is_some_and(|url| {
+                etcd::block_on(etcd::member_status(url)).is_ok_and(|s| s.leader != 0)
+            })
+        })
+        .map(|m| m.id)
+        .collect()
+}
+
 /// The first voter (other than `except`) that does not answer status with
 /// a leader, described; None when all do.
 fn unhealthy_voter(v: &ClusterView, except: Option<u64>) -> Option<String> {

@@ -377,3 +377,71 @@ fn a_port_change_while_a_member_is_down_waits_for_it_then_rolls() {
         .count();
     assert_eq!(keys, 10, "the writes made while etcd/2 was down");
 }
+
+/// `run-action` on `unit`: (completed?, the whole answer).
+fn run_action(m: &Model, unit: &str, name: &str, params: &[&str]) -> (bool, serde_json::Value) {
+    let mut args = vec!["run-action", unit, name, "--format", "json"];
+    args.extend_from_slice(params);
+    let out = m.run(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text} {out:?}"));
+    (v["status"] == "completed", v)
+}
+
+/// Issue 19.10: no turn can be had (members down), so every hook waits and
+/// gives up; the `restart` action applies the pending config to one unit
+/// on purpose. It refuses a restart that would take the cluster below
+/// quorum; with quorum already lost it costs nothing and goes ahead.
+#[test]
+fn the_restart_action_applies_a_change_no_turn_can_be_had_for() {
+    let m = Model::new();
+    m.deploy_with(3, &["--env", "ETCD_CHARM_TURN_WAIT=3"]);
+    m.assert_all_healthy(3);
+    let mut units = m.units();
+    units.sort();
+    let down2 = m.hold_down(&units[2]);
+    m.ok_or_in_error(&[
+        "config",
+        "etcd",
+        "heartbeat_interval=150",
+        "election_timeout=1500",
+    ]);
+    for u in &units[..2] {
+        assert!(conf(&m, u).contains("heartbeat-interval: 100"), "{u}");
+    }
+    // 2 of 3 up: restarting etcd/1 would leave 1, below quorum. Refused.
+    let pid1 = etcd_pid(&m, &units[1]);
+    let (done, v) = run_action(&m, &units[1], "restart", &[]);
+    assert!(!done, "{v}");
+    let msg = v["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("below the quorum of 2") && msg.contains("force=true"),
+        "{v}"
+    );
+    assert_eq!(
+        etcd_pid(&m, &units[1]),
+        pid1,
+        "a refused restart changed nothing"
+    );
+    assert!(conf(&m, &units[1]).contains("heartbeat-interval: 100"));
+    // Quorum lost (etcd/1 down too): the restart costs nothing more.
+    let down1 = m.hold_down(&units[1]);
+    let pid0 = etcd_pid(&m, &units[0]);
+    let (done, v) = run_action(&m, &units[0], "restart", &[]);
+    assert!(done, "{v}");
+    let steps = v["results"]["steps"].as_str().unwrap_or_default();
+    assert!(
+        steps.contains("write etcd.conf.yml") && steps.contains("restart etcd"),
+        "{v}"
+    );
+    assert!(!steps.contains("rolling turn"), "{v}");
+    assert_ne!(etcd_pid(&m, &units[0]), pid0, "etcd/0 was not restarted");
+    assert!(conf(&m, &units[0]).contains("heartbeat-interval: 150"));
+    m.bring_back(down1);
+    m.bring_back(down2);
+    settle_healthy(&m, 3);
+    for u in &units {
+        assert!(conf(&m, u).contains("heartbeat-interval: 150"), "{u}");
+    }
+}

@@ -109,6 +109,7 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
     if let Event::Action(name) = &ctx.event {
         let result = match name.as_str() {
             "snap-upgrade" => snap_upgrade_apply::action(ctx, &tools),
+            "restart" => restart_action(ctx, &tools),
             _ => actions::run(name, &tools, &Paths::from_env()),
         }
         .and_then(|out| tools.action_set(&out).map_err(Into::into));
@@ -140,7 +141,50 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
     }
 }
 
+/// The `restart` action: this unit's reconcile (as config-changed runs
+/// it) with the operator standing in for the rolling turn in its first
+/// pass (turn::operator_turn): the way out when no turn can be had (no
+/// quorum, a flapping leader, expired certificates). Refused, changing
+/// nothing, when it would cost quorum or nothing answers, unless
+/// `force=true` (turn::operator_refusal).
+fn restart_action(ctx: &HookContext, tools: &HookTools) -> Result<crate::hooktools::Databag> {
+    let force = tools
+        .action_get()?
+        .get("force")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let as_hook = HookContext {
+        event: Event::ConfigChanged,
+        ..ctx.clone()
+    };
+    let mut operator = Operator {
+        force,
+        steps: Vec::new(),
+    };
+    let (kind, msg) = reconcile_with(&as_hook, tools, Some(&mut operator))?;
+    tools.status_set(kind, &msg)?;
+    let mut out = crate::hooktools::Databag::new();
+    out.insert("steps".into(), operator.steps.join("; "));
+    out.insert("status".into(), format!("{}: {msg}", kind.as_str()));
+    out.insert("forced".into(), force.to_string());
+    Ok(out)
+}
+
+/// The operator's say-so for one pass, and what that pass did.
+struct Operator {
+    force: bool,
+    steps: Vec<String>,
+}
+
 fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String)> {
+    reconcile_with(ctx, tools, None)
+}
+
+fn reconcile_with(
+    ctx: &HookContext,
+    tools: &HookTools,
+    mut operator: Option<&mut Operator>,
+) -> Result<(StatusKind, String)> {
     let mut found = Vec::new();
     for pass in 1..=MAX_PASSES {
         // The canonical data dir follows the storage volume (fstab, mount,
@@ -154,6 +198,24 @@ fn reconcile(ctx: &HookContext, tools: &HookTools) -> Result<(StatusKind, String
         let service = Service::from_env(paths.clone(), channel);
         let dropin = service.desired_dropin()?;
         let mut p = plan::plan(&o, &paths, dropin);
+        if let Some(op) = operator.take() {
+            let healthy = o
+                .member_view()
+                .map(crate::rolling::healthy_voters)
+                .unwrap_or_default();
+            if let Some(why) = turn::operator_refusal(&o, &healthy).filter(|_| !op.force) {
+                return Err(crate::error::Error::Refused(format!(
+                    "restart refused, nothing was changed: {why}"
+                )));
+            }
+            p = turn::operator_turn(&o, p, &healthy);
+            op.steps = p.steps.iter().map(|s| s.to_string()).collect();
+            tracing::warn!(
+                "restart action{}: {} without the rolling turn",
+                if op.force { " (force)" } else { "" },
+                op.steps.join("; ")
+            );
+        }
         if pass > 1 {
             // Set once per hook: a later pass would only repeat the snap calls.
             p.steps

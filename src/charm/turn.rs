@@ -153,6 +153,72 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     p
 }
 
+/// The `restart` action's plan: the operator stands in for the rolling
+/// turn, so the turn's steps go, and a member with nothing pending is
+/// restarted all the same (that is what was asked). Without a quorum a
+/// restarted member serves no client until enough members are back (etcd
+/// publishes itself through raft first), so nothing waits for it then.
+/// Pure.
+pub fn operator_turn(o: &Observed, mut p: Plan, healthy: &[u64]) -> Plan {
+    let lost = quorum_lost(o, healthy);
+    p.steps.retain(|s| match s {
+        Step::TakeTurn { .. } | Step::ReleaseTurn => false,
+        Step::WaitMember | Step::VerifyMember(_) => !lost,
+        _ => true,
+    });
+    if o.active && !p.steps.iter().any(goes_down) {
+        p.steps.push(Step::RestartEtcd);
+        if !lost {
+            p.steps.push(Step::WaitMember);
+        }
+    }
+    p
+}
+
+/// Fewer voters answer with a leader than a quorum (none known: lost).
+pub fn quorum_lost(o: &Observed, healthy: &[u64]) -> bool {
+    o.member_view().is_none_or(|v| {
+        let up = v
+            .members
+            .iter()
+            .filter(|m| !m.is_learner && healthy.contains(&m.id))
+            .count();
+        up < v.voters() / 2 + 1
+    })
+}
+
+/// Why the `restart` action refuses without `force=true`: the restart
+/// would take the cluster below quorum (it has quorum now and would not
+/// with this voter down), or nothing answered, so the cost cannot be
+/// known. `healthy` is the voters that answered with a leader (by ID).
+/// A cluster already without quorum loses nothing more. Pure.
+pub fn operator_refusal(o: &Observed, healthy: &[u64]) -> Option<String> {
+    let Some(v) = o.member_view() else {
+        return Some(
+            "no member answers, so what a restart costs the cluster cannot be known; \
+             run with force=true once you know the other members' state"
+                .into(),
+        );
+    };
+    let id = member_id(o)?;
+    let voter = v.by_id(id).is_some_and(|m| !m.is_learner);
+    let voters = v.voters();
+    let quorum = voters / 2 + 1;
+    let up = v
+        .members
+        .iter()
+        .filter(|m| !m.is_learner && healthy.contains(&m.id))
+        .count();
+    let without = up.saturating_sub(usize::from(healthy.contains(&id)));
+    (voter && up >= quorum && without < quorum).then(|| {
+        format!(
+            "restarting this member leaves {without} of {voters} voters up, below the quorum of \
+             {quorum}: the cluster would stop taking writes; bring the other members back, or \
+             run with force=true to restart it anyway"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +372,51 @@ mod tests {
             "etcd0=http://a:2380".into(),
         );
         assert_eq!(gated(&o, steps.clone()), steps);
+    }
+
+    #[test]
+    fn the_operator_turn_restarts_without_the_turn_and_refuses_what_costs_quorum() {
+        let o = three();
+        let gated_plan = gate(
+            &o,
+            Plan {
+                steps: vec![write(), Step::RestartEtcd],
+                ..Default::default()
+            },
+        );
+        let all = [0xaa, 0xbb, 0xdd];
+        assert_eq!(
+            operator_turn(&o, gated_plan, &all).steps,
+            vec![write(), Step::RestartEtcd]
+        );
+        // Nothing pending: restarted as asked; without a quorum, nothing
+        // waits for a member that cannot serve until one is back.
+        assert_eq!(
+            operator_turn(&o, Plan::default(), &all).steps,
+            vec![Step::RestartEtcd, Step::WaitMember]
+        );
+        let waited = Plan {
+            steps: vec![Step::RestartEtcd, Step::WaitMember, Step::VerifyMember(IDS)],
+            ..Default::default()
+        };
+        assert_eq!(
+            operator_turn(&o, waited, &[0xaa]).steps,
+            vec![Step::RestartEtcd]
+        );
+        // 3 voters all up: one may go. 2 of 3 up, this one among them: not
+        // without force. 1 of 3 (quorum already lost): nothing more to lose.
+        assert_eq!(operator_refusal(&o, &[0xaa, 0xbb, 0xdd]), None);
+        let e = operator_refusal(&o, &[0xaa, 0xbb]).unwrap();
+        assert!(e.contains("1 of 3 voters up, below the quorum of 2"), "{e}");
+        assert_eq!(operator_refusal(&o, &[0xaa]), None);
+        // This member down already: restarting it costs nothing.
+        assert_eq!(operator_refusal(&o, &[0xbb, 0xdd]), None);
+        let mut blind = three();
+        blind.local = None;
+        blind.cluster = None;
+        assert!(operator_refusal(&blind, &[])
+            .unwrap()
+            .contains("force=true"));
     }
 
     #[test]
