@@ -88,7 +88,8 @@ fn actions_keep_the_python_charms_names_params_and_defaults() {
 
 #[test]
 fn every_action_on_three_units() {
-    let m = three_units(&[]);
+    // Each unit's own TMPDIR, to see that no action stages files there.
+    let m = three_units(&["--env", "TMPDIR={unit_root}/tmp"]);
     let ep = m.endpoints();
     put_keys(&ep, "act", 20);
 
@@ -235,6 +236,15 @@ fn every_action_on_three_units() {
     assert!(token.len() >= 6, "{token}");
     let r = action(&m, "etcd/0", "debug", &[]);
     let tarball = r["path"].as_str().unwrap();
+    // Issue 19.14: staged in the root-only backups dir, never in the shared
+    // TMPDIR under a predictable name; the tarball is root's alone.
+    let tmp = m.root("etcd/0").join("tmp");
+    assert!(
+        !tmp.exists(),
+        "the debug action staged in {}",
+        tmp.display()
+    );
+    assert_eq!(file_mode(Path::new(tarball)), 0o600, "{tarball}");
     let x = tempfile::tempdir().unwrap();
     let out = Command::new("tar")
         .arg("-xzf")

@@ -80,3 +80,13 @@ pub fn snapshot_source(ctx: &ActionCtx) -> Result<(String, etcd::MemberDetail)> 
         why.join("; ")
     )))
 }
+
+/// How to fetch a root-only file: `juju scp` logs in as `ubuntu`, which
+/// cannot read it; `sudo cat` over a pty-less `juju ssh` copies the bytes.
+pub fn copy_cmd(unit: &str, path: &std::path::Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(
+        "juju ssh --pty=false {unit} -- sudo cat {} > {name}",
+        path.display()
+    )
+}

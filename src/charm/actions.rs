@@ -103,18 +103,11 @@ pub fn snapshot_results(
     out.insert("snapshot.size".into(), size.to_string());
     out.insert("snapshot.sha256".into(), sha256.to_string());
     out.insert("snapshot.version".into(), version.to_string());
-    out.insert("copy.cmd".into(), copy_cmd(unit, path));
+    out.insert(
+        "copy.cmd".into(),
+        super::action_support::copy_cmd(unit, path),
+    );
     out
-}
-
-/// How to fetch a root-only file: `juju scp` logs in as `ubuntu`, which
-/// cannot read it; `sudo cat` over a pty-less `juju ssh` copies the bytes.
-pub fn copy_cmd(unit: &str, path: &Path) -> String {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    format!(
-        "juju ssh --pty=false {unit} -- sudo cat {} > {name}",
-        path.display()
-    )
 }
 
 fn snapshot(ctx: &ActionCtx) -> Result<Databag> {

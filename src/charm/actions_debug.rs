@@ -53,9 +53,14 @@ pub fn debug(ctx: &ActionCtx) -> Result<Databag> {
     let service = Service::from_env(paths.clone(), "auto");
     let stamp = crate::stamp::utc_stamp(SystemTime::now());
     let name = format!("etcd-debug-{}-{stamp}", ctx.unit.replace('/', "-"));
-    let staging = std::env::temp_dir().join(format!("{name}.{}", std::process::id()));
+    // Staged in the root-only backups dir: a predictable name in the shared
+    // /tmp could be a link another account planted (issue 19.14).
+    let out_dir = paths.backup_dir();
+    crate::private::dir(&out_dir).map_err(io("creating", &out_dir))?;
+    let staging = out_dir.join(format!(".{name}.{}.staging", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
     let dir = staging.join(&name);
-    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+    crate::private::dir(&dir).map_err(io("creating", &dir))?;
     let conf = std::fs::read_to_string(paths.config_file()).unwrap_or_default();
     let secrets = secrets_of(&conf);
     let write = |file: &str, text: &str| -> Result<()> {
@@ -116,21 +121,20 @@ pub fn debug(ctx: &ActionCtx) -> Result<Databag> {
         Err(e) => format!("status-get failed: {e}"),
     };
     write("unit-status.json", &unit_status)?;
-    let out_dir = paths.backup_dir();
-    std::fs::create_dir_all(&out_dir).map_err(io("creating", &out_dir))?;
     let tarball = out_dir.join(format!("{name}.tar.gz"));
     let result = tar(&staging, &name, &tarball);
     let _ = std::fs::remove_dir_all(&staging);
     result?;
+    crate::private::tighten(&tarball, crate::private::FILE_MODE)
+        .map_err(io("securing", &tarball))?;
     let mut out = Databag::new();
     out.insert("path".into(), tarball.display().to_string());
     out.insert(
         "output".into(),
         format!(
-            "debug data written to {}; copy it with: juju scp {}:{} .",
+            "debug data written to {}; copy it with: {}",
             tarball.display(),
-            ctx.unit,
-            tarball.display()
+            super::action_support::copy_cmd(&ctx.unit, &tarball)
         ),
     );
     Ok(out)
