@@ -419,8 +419,7 @@ fn run_check_unprivileged(cmd: &str) -> (i32, String) {
         .unwrap();
     (
         out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
 }
 
@@ -494,6 +493,7 @@ fn nrpe_checks_on_a_tls_unit_answer_ok_as_an_unprivileged_user() {
     );
     for (name, cmd) in &commands {
         let (code, out) = run_check_unprivileged(cmd);
+        eprintln!("{name} as nobody: {}", out.trim());
         assert!(
             code == 0 && out.starts_with("ETCD OK: ") && out.lines().count() == 1,
             "{name} as nobody: exit {code}: {out}"

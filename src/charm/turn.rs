@@ -214,6 +214,7 @@ mod tests {
                 data_dir: "/d".into(),
                 listen_peer_urls: vec![],
                 listen_client_urls: vec![],
+                listen_metrics_urls: vec![],
                 initial_advertise_peer_urls: vec![],
                 advertise_client_urls: vec![],
                 initial_cluster: vec![],
