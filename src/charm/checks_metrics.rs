@@ -355,4 +355,86 @@ mod tests {
         assert_eq!(check_health(&addr).level, Level::Critical);
         assert_eq!(check_alarms(&addr).level, Level::Critical);
     }
+
+    /// Real etcd (3.4 from PATH; 3.5 too where ./test names it in
+    /// SNAP_STANDIN_ETCD35): healthy, then a NOSPACE alarm raised by
+    /// filling a tiny quota, seen through the metrics listener alone.
+    #[test]
+    fn real_etcd_nospace_is_seen_through_the_metrics_listener() {
+        let mut bins = vec![std::path::PathBuf::from("etcd")];
+        if let Some(d) = std::env::var_os("SNAP_STANDIN_ETCD35") {
+            bins.push(std::path::Path::new(&d).join("etcd"));
+        }
+        for (i, bin) in bins.iter().enumerate() {
+            nospace_on(bin, &format!("127.78.9.{}", i + 1));
+        }
+    }
+
+    fn nospace_on(bin: &std::path::Path, ip: &str) {
+        use std::process::{Command, Stdio};
+        let tmp = tempfile::tempdir().unwrap();
+        let (peer, client, metrics) = (
+            format!("http://{ip}:2380"),
+            format!("http://{ip}:2379"),
+            format!("{ip}:2381"),
+        );
+        struct Kill(std::process::Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let _etcd = Kill(
+            Command::new(bin)
+                .args(["--name", "m", "--data-dir"])
+                .arg(tmp.path().join("d"))
+                .args(["--quota-backend-bytes", "200000"])
+                .args(["--listen-peer-urls", &peer])
+                .args(["--initial-advertise-peer-urls", &peer])
+                .args(["--initial-cluster", &format!("m={peer}")])
+                .args(["--listen-client-urls", &client])
+                .args(["--advertise-client-urls", &client])
+                .args(["--listen-metrics-urls", &format!("http://{metrics}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("{} (etcd is needed for this test): {e}", bin.display())
+                }),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while check_health(&metrics).level != Level::Ok {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                check_health(&metrics)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(check_alarms(&metrics).level, Level::Ok);
+        // No keyspace on this listener.
+        let (code, _) = get(&metrics, "/v3/kv/range").unwrap();
+        assert_eq!(code, 404);
+        let value = "x".repeat(20_000);
+        for n in 0..40 {
+            let put = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", &client, "put", &format!("k{n}"), &value])
+                .output()
+                .expect("etcdctl is needed for this test");
+            if !put.status.success() {
+                break;
+            }
+        }
+        let v = check_alarms(&metrics);
+        assert_eq!(v.level, Level::Critical, "{v:?}");
+        assert!(
+            v.message.contains("NOSPACE") && !v.message.contains("CORRUPT"),
+            "{v:?}"
+        );
+        let v = check_health(&metrics);
+        assert_eq!(v.level, Level::Warning, "{v:?}");
+    }
 }
