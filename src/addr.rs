@@ -16,9 +16,27 @@ pub fn http(host: &str, port: u16) -> String {
     url("http", host, port)
 }
 
+/// A listener's host that stays on this machine: the unit's own address
+/// when it is an IPv4 loopback one (units sharing a host in tests each have
+/// their own), else 127.0.0.1. Never a routable address.
+pub fn own_loopback(unit_address: &str) -> String {
+    match unit_address.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_loopback() && ip.is_ipv4() => ip.to_string(),
+        _ => "127.0.0.1".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_loopback_is_never_routable() {
+        assert_eq!(own_loopback("127.0.3.4"), "127.0.3.4");
+        assert_eq!(own_loopback("10.0.0.5"), "127.0.0.1");
+        assert_eq!(own_loopback("::1"), "127.0.0.1");
+        assert_eq!(own_loopback("etcd-0.local"), "127.0.0.1");
+    }
 
     #[test]
     fn ipv6_hosts_are_bracketed() {

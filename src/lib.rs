@@ -39,7 +39,8 @@
 //! Inside `charm`, files layer too: the vocabulary at the bottom —
 //! `config`, `options`, `observed` (what observe found, every concern's
 //! part of it), `steps` (the Step enum, each concern's step type, the
-//! Plan), `desired` (the member's URLs and etcd.conf.yml),
+//! Plan), `loopback_metrics` (etcd's `/health` and `/metrics` listener on
+//! loopback, for the nrpe checks), `desired` (the member's URLs and etcd.conf.yml),
 //! `certificates_stage`, `verdict` (a check's answer); above it the
 //! concerns, which import only the vocabulary and each other downward:
 //! `join` (a WAL-less unit), `with_wal` (a member starting on its WAL),
@@ -58,7 +59,8 @@
 //! disk, cluster → plain data), `plan` (the decision; pure), `apply` (the
 //! only code that changes anything); on top `actions` (+ `action_support`,
 //! `actions_ops`, `actions_debug`, `actions_creds`, `actions_restore`),
-//! `checks` (the `nrpe-check` plugins), `dryrun`, `dryrun_refresh` and
+//! `checks` (the `nrpe-check` plugins; `checks_metrics` their
+//! keyless view through the loopback metrics listener), `dryrun`, `dryrun_refresh` and
 //! `compat` (what `juju refresh` keeps, drops and refuses), `quiet`,
 //! `logging` (tracing → juju-log). `tests/house_layout.rs` fails on any
 //! import circle between files and on a floor importing from above.

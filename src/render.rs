@@ -48,6 +48,9 @@ pub struct EtcdConfig {
     pub data_dir: String,
     pub listen_peer_urls: Vec<String>,
     pub listen_client_urls: Vec<String>,
+    /// `listen-metrics-urls`: plain http on loopback serving `/health` and
+    /// `/metrics` only (charm/loopback_metrics.rs). Written when non-empty.
+    pub listen_metrics_urls: Vec<String>,
     pub initial_advertise_peer_urls: Vec<String>,
     pub advertise_client_urls: Vec<String>,
     /// `name=peerURL` pairs.
@@ -116,6 +119,7 @@ impl EtcdConfig {
         let lists = [
             ("listen-peer-urls", &self.listen_peer_urls),
             ("listen-client-urls", &self.listen_client_urls),
+            ("listen-metrics-urls", &self.listen_metrics_urls),
             (
                 "initial-advertise-peer-urls",
                 &self.initial_advertise_peer_urls,
@@ -183,6 +187,10 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
             (
                 "listen_client_urls",
                 Some(yaml_list(&cfg.listen_client_urls)),
+            ),
+            (
+                "listen_metrics_urls",
+                (!cfg.listen_metrics_urls.is_empty()).then(|| yaml_list(&cfg.listen_metrics_urls)),
             ),
             (
                 "initial_advertise_peer_urls",
@@ -263,6 +271,8 @@ struct RawConfig {
     data_dir: String,
     listen_peer_urls: String,
     listen_client_urls: String,
+    #[serde(default)]
+    listen_metrics_urls: Option<String>,
     initial_advertise_peer_urls: String,
     advertise_client_urls: String,
     initial_cluster: String,
@@ -346,6 +356,11 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
         data_dir: raw.data_dir,
         listen_peer_urls: split_list(&raw.listen_peer_urls),
         listen_client_urls: split_list(&raw.listen_client_urls),
+        listen_metrics_urls: raw
+            .listen_metrics_urls
+            .as_deref()
+            .map(split_list)
+            .unwrap_or_default(),
         initial_advertise_peer_urls: split_list(&raw.initial_advertise_peer_urls),
         advertise_client_urls: split_list(&raw.advertise_client_urls),
         initial_cluster,
@@ -559,6 +574,7 @@ mod tests {
             data_dir: "/var/snap/etcd/current".into(),
             listen_peer_urls: urls(&["http://0.0.0.0:2380"]),
             listen_client_urls: urls(&["http://0.0.0.0:2379"]),
+            listen_metrics_urls: urls(&["http://127.0.0.1:2381"]),
             initial_advertise_peer_urls: urls(&["http://10.0.0.5:2380"]),
             advertise_client_urls: urls(&["http://10.0.0.5:2379"]),
             initial_cluster: vec![
@@ -587,6 +603,7 @@ mod tests {
             data_dir: "/data: # not a comment 'single' \"double\" \\ back".into(),
             listen_peer_urls: urls(&["http://[::1]:2380", "  spaced  ", "- dash"]),
             listen_client_urls: urls(&["{flow: map}", "[flow; seq]", "&anchor *alias !tag"]),
+            listen_metrics_urls: urls(&["#not: a comment", "'q' \"qq\""]),
             initial_advertise_peer_urls: urls(&["%percent @at `tick` |pipe >fold"]),
             advertise_client_urls: urls(&["ünïcødé ✓ 🦀", "\u{85}nel\u{2028}ls\u{2029}ps"]),
             initial_cluster: vec![
@@ -615,6 +632,7 @@ mod tests {
             data_dir: String::new(),
             listen_peer_urls: vec![],
             listen_client_urls: vec![],
+            listen_metrics_urls: vec![],
             initial_advertise_peer_urls: vec![],
             advertise_client_urls: vec![],
             initial_cluster: vec![],
@@ -631,11 +649,12 @@ mod tests {
         }
     }
 
-    const KEYS: [&str; 15] = [
+    const KEYS: [&str; 16] = [
         "name",
         "data-dir",
         "listen-peer-urls",
         "listen-client-urls",
+        "listen-metrics-urls",
         "initial-advertise-peer-urls",
         "advertise-client-urls",
         "initial-cluster",
@@ -1037,11 +1056,13 @@ mod tests {
     fn etcd_accepts_the_rendered_file() {
         let tmp = tempfile::tempdir().unwrap();
         let (peer, client) = ("http://127.78.1.1:2380", "http://127.78.1.1:2379");
+        let metrics = "127.78.1.1:2381";
         let cfg = EtcdConfig {
             name: "render-check".into(),
             data_dir: tmp.path().join("data dir").to_str().unwrap().into(),
             listen_peer_urls: urls(&[peer]),
             listen_client_urls: urls(&[client]),
+            listen_metrics_urls: vec![format!("http://{metrics}")],
             initial_advertise_peer_urls: urls(&[peer]),
             advertise_client_urls: urls(&[client]),
             initial_cluster: vec![("render-check".into(), peer.into())],
@@ -1104,5 +1125,15 @@ mod tests {
             "{members}"
         );
         assert!(tmp.path().join("data dir/member/wal").is_dir());
+        // The metrics listener answers /health without credentials.
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(metrics).unwrap();
+        write!(s, "GET /health HTTP/1.0\r\nHost: {metrics}\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.0 200") && out.contains(r#"{"health":"true"#),
+            "{out}"
+        );
     }
 }

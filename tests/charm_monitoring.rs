@@ -403,3 +403,107 @@ fn plain_agents_are_scraped_only_when_the_operator_allows_plain_listeners() {
     }
     m.assert_all_healthy(2);
 }
+
+/// The unprivileged account a check runs as here (nrpe runs them as
+/// `nagios`; `nobody` has no more rights than it).
+const NOBODY: [&str; 4] = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
+
+/// `cmd` through sh as `nobody`: (exit code, stdout).
+fn run_check_unprivileged(cmd: &str) -> (i32, String) {
+    let out = Command::new("setpriv")
+        .args(NOBODY)
+        .args(["sh", "-c", cmd])
+        .env_remove("ETCD_CHARM_ROOT")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// On a real machine `/`, `/var` and `/var/snap` are open to every
+/// account; the model's temp dirs are root's (0700). Opens the dirs above
+/// `unit`'s root (search only), never what the charm made under it.
+fn open_the_way_to(m: &Model, unit: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let root = m.root(unit);
+    let top = m.dir.parent().unwrap().parent().unwrap();
+    for d in root.ancestors().skip(1).take_while(|d| d.starts_with(top)) {
+        let mode = std::fs::metadata(d).unwrap().permissions().mode();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o011)).unwrap();
+    }
+}
+
+/// Issue 19.9: on a TLS unit the checks answer as nrpe's own unprivileged
+/// user, who cannot read the client key (nor any other key): they ask
+/// etcd's loopback metrics listener, not the TLS client.
+#[test]
+fn nrpe_checks_on_a_tls_unit_answer_ok_as_an_unprivileged_user() {
+    let m = Model::new();
+    m.deploy(1);
+    m.assert_all_healthy(1);
+    let unit = "etcd/0";
+    let paths = etcd_charm::paths::Paths::new(m.root(unit));
+    let tls = etcd_charm::tls::files::TlsPaths::new(&paths);
+    m.ok(&["deploy", &stand_in("v4-ca")]);
+    m.ok(&["integrate", "etcd:certificates", "v4-ca:certificates"]);
+    let https = format!("https://{}:2379", m.address(unit));
+    wait_until("etcd/0 serving https", LONG * 4, || {
+        let conf = std::fs::read_to_string(paths.config_file()).unwrap_or_default();
+        let on = conf.contains(&https) && m.unit(unit)["workload-status"]["current"] == "active";
+        if !on {
+            m.ok(&["update-status"]);
+        }
+        on
+    });
+    m.ok(&["deploy", &stand_in("nrpe")]);
+    m.ok(&[
+        "integrate",
+        "etcd:nrpe-external-master",
+        "nrpe:nrpe-external-master",
+    ]);
+    open_the_way_to(&m, unit);
+
+    // The keys stay root's: nobody reads them.
+    for key in [&tls.client_key, &tls.server_key] {
+        assert!(key.exists(), "{}", key.display());
+        let out = Command::new("setpriv")
+            .args(NOBODY)
+            .arg("cat")
+            .arg(key)
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "an unprivileged user read {}",
+            key.display()
+        );
+    }
+
+    let commands = nrpe_commands(&m, unit);
+    assert_eq!(
+        commands.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        [
+            "check_etcd-alarms",
+            "check_etcd-cert-expiry",
+            "check_etcd-health"
+        ]
+    );
+    for (name, cmd) in &commands {
+        let (code, out) = run_check_unprivileged(cmd);
+        eprintln!("{name} as nobody: {}", out.trim());
+        assert!(
+            code == 0 && out.starts_with("ETCD OK: ") && out.lines().count() == 1,
+            "{name} as nobody: exit {code}: {out}"
+        );
+    }
+    // etcd killed: CRITICAL, not UNKNOWN, for nobody too.
+    m.kill_etcd(unit);
+    for (name, cmd) in commands.iter().filter(|(n, _)| !n.ends_with("cert-expiry")) {
+        let (code, out) = run_check_unprivileged(cmd);
+        assert_eq!(code, 2, "{name} as nobody with etcd down: {out}");
+        assert!(out.starts_with("ETCD CRITICAL: "), "{name}: {out}");
+    }
+}

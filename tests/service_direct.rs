@@ -64,6 +64,7 @@ fn unit_with(me: &Member, cluster: &[Member], state: ClusterState, etcd_bin: &Pa
         data_dir: root.path().join("etcd-data").to_str().unwrap().into(),
         listen_peer_urls: vec![peer(me.ip)],
         listen_client_urls: vec![client.clone()],
+        listen_metrics_urls: vec![],
         initial_advertise_peer_urls: vec![peer(me.ip)],
         advertise_client_urls: vec![client.clone()],
         initial_cluster: cluster

@@ -78,6 +78,7 @@ fn etcd_serves_https_with_client_cert_auth_on_the_rendered_config() {
         data_dir: s(&d.path().join("data")),
         listen_peer_urls: vec![format!("https://{IP}:2380")],
         listen_client_urls: vec![format!("https://{IP}:2379")],
+        listen_metrics_urls: vec![],
         initial_advertise_peer_urls: vec![format!("https://{IP}:2380")],
         advertise_client_urls: vec![format!("https://{IP}:2379")],
         initial_cluster: vec![("etcd0".into(), format!("https://{IP}:2380"))],

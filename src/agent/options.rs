@@ -224,15 +224,9 @@ pub fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// Where the agent listens: the unit's own address when that is a
-/// loopback one (units sharing a host in tests each have their own), else
-/// 127.0.0.1. Never a routable address.
+/// Where the agent listens: on loopback ([`crate::addr::own_loopback`]).
 pub fn listen_addr(unit_address: &str, port: u16) -> String {
-    let host = match unit_address.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_loopback() && ip.is_ipv4() => ip.to_string(),
-        _ => "127.0.0.1".to_string(),
-    };
-    format!("{host}:{port}")
+    format!("{}:{port}", crate::addr::own_loopback(unit_address))
 }
 
 /// The value of `--flag` in an agent command line.

@@ -454,6 +454,7 @@ mod tests {
             data_dir: "/d".into(),
             listen_peer_urls: vec!["http://10.0.0.1:2380".into()],
             listen_client_urls: vec!["http://10.0.0.1:2379".into()],
+            listen_metrics_urls: vec![],
             initial_advertise_peer_urls: vec!["http://10.0.0.1:2380".into()],
             advertise_client_urls: vec!["http://10.0.0.1:2379".into()],
             initial_cluster: vec![("etcd0".into(), "http://10.0.0.1:2380".into())],

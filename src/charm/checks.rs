@@ -2,6 +2,9 @@
 //! (`etcd-charm nrpe-check health|alarms|systemd`). Plugin conventions: one
 //! line on stdout, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. They run
 //! outside any hook, so they find this unit's member through etcd.conf.yml.
+//! nrpe runs them as `nagios`: health and alarms ask etcd's loopback
+//! metrics listener (checks_metrics.rs), which needs no key; only a config
+//! written before that listener existed sends them to the client URL.
 
 pub use super::verdict::{Level, Verdict};
 use crate::cli::NrpeCheck;
@@ -61,7 +64,14 @@ pub fn endpoint_from_config(text: &str) -> Result<String, String> {
         .ok_or_else(|| "etcd.conf.yml has no advertise-client-urls".to_string())
 }
 
-fn endpoint(paths: &Paths) -> Result<String, Verdict> {
+/// Where a health or alarm check asks: etcd's loopback metrics listener,
+/// or (a config from before it) the client URL.
+enum Target {
+    Metrics(String),
+    Client(String),
+}
+
+fn target(paths: &Paths) -> Result<Target, Verdict> {
     let file = paths.config_file();
     let text = std::fs::read_to_string(&file).map_err(|e| {
         Verdict::new(
@@ -69,17 +79,24 @@ fn endpoint(paths: &Paths) -> Result<String, Verdict> {
             format!("cannot read {}: {e}", paths.unhost(&file).display()),
         )
     })?;
+    match super::checks_metrics::metrics_address(&text) {
+        Ok(Some(addr)) => return Ok(Target::Metrics(addr)),
+        Ok(None) => {}
+        Err(e) => return Err(Verdict::new(Level::Unknown, e)),
+    }
     let ep = endpoint_from_config(&text).map_err(|e| Verdict::new(Level::Unknown, e))?;
     // Over https, connect with the client pair from /var/snap/etcd/common.
     if ep.starts_with("https://") && crate::charm::observe::local_tls(paths).is_none() {
         return Err(Verdict::new(
             Level::Unknown,
             format!(
-                "{ep} is https and the client certificate files in /var/snap/etcd/common are missing or do not match"
+                "{ep} is https and the client certificate files in /var/snap/etcd/common are missing, \
+                 do not match or are not readable (etcd.conf.yml has no listen-metrics-urls yet: \
+                 the charm writes it on its next hook)"
             ),
         ));
     }
-    Ok(ep)
+    Ok(Target::Client(ep))
 }
 
 fn bounded<T>(fut: impl std::future::Future<Output = etcd::Result<T>>) -> etcd::Result<T> {
@@ -168,8 +185,9 @@ pub fn judge_systemd(state: &str) -> Verdict {
 pub fn check(which: NrpeCheck, paths: &Paths) -> Verdict {
     match which {
         NrpeCheck::Health => {
-            let ep = match endpoint(paths) {
-                Ok(ep) => ep,
+            let ep = match target(paths) {
+                Ok(Target::Metrics(addr)) => return super::checks_metrics::check_health(&addr),
+                Ok(Target::Client(ep)) => ep,
                 Err(v) => return v,
             };
             match bounded(etcd::member_status(&ep)) {
@@ -178,8 +196,9 @@ pub fn check(which: NrpeCheck, paths: &Paths) -> Verdict {
             }
         }
         NrpeCheck::Alarms => {
-            let ep = match endpoint(paths) {
-                Ok(ep) => ep,
+            let ep = match target(paths) {
+                Ok(Target::Metrics(addr)) => return super::checks_metrics::check_alarms(&addr),
+                Ok(Target::Client(ep)) => ep,
                 Err(v) => return v,
             };
             match bounded(etcd::alarms(&ep)) {

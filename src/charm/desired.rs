@@ -86,6 +86,7 @@ pub fn desired_config(
         data_dir: paths.data_dir().to_string_lossy().into_owned(),
         listen_peer_urls: vec![listen_peer],
         listen_client_urls: super::options::listen_client_urls(c, listen_client),
+        listen_metrics_urls: vec![super::loopback_metrics::url(&o.client_address, c)],
         initial_advertise_peer_urls: vec![peer],
         advertise_client_urls: vec![client],
         initial_cluster,

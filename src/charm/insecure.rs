@@ -84,6 +84,7 @@ fn exposed_by(c: &EtcdConfig) -> Vec<String> {
         c.listen_peer_urls
             .iter()
             .chain(&c.listen_client_urls)
+            .chain(&c.listen_metrics_urls)
             .map(String::as_str),
     )
 }

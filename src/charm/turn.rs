@@ -296,6 +296,7 @@ mod tests {
                 data_dir: "/d".into(),
                 listen_peer_urls: vec![],
                 listen_client_urls: vec![],
+                listen_metrics_urls: vec![],
                 initial_advertise_peer_urls: vec![],
                 advertise_client_urls: vec![],
                 initial_cluster: vec![],
@@ -613,6 +614,36 @@ mod tests {
         let release = pos(&|s| *s == Step::ReleaseTurn);
         assert!(
             take < write && write < restart && restart < release,
+            "{:?}",
+            p.steps
+        );
+    }
+
+    #[test]
+    fn a_config_from_before_the_metrics_listener_gets_it_under_the_turn() {
+        // The previous revision's etcd.conf.yml: the same, without the line.
+        let mut o = three();
+        let paths = crate::paths::Paths::new("/r");
+        let settled = plan::plan(&o, &paths, None);
+        let text = settled
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::WriteConfig { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let line = "listen-metrics-urls: \"http://127.0.0.1:2381\"\n";
+        assert!(text.contains(line), "{text}");
+        o.config_text = Some(text.replace(line, ""));
+        let p = plan::plan(&o, &paths, None);
+        let pos = |f: &dyn Fn(&Step) -> bool| p.steps.iter().position(f);
+        let write = pos(&|s| matches!(s, Step::WriteConfig { text: t, .. } if t.contains(line)));
+        let take = pos(&|s| matches!(s, Step::TakeTurn { .. }));
+        let restart = pos(&|s| *s == Step::RestartEtcd);
+        let release = pos(&|s| *s == Step::ReleaseTurn);
+        assert!(
+            take < write && write < restart && restart < release && take.is_some(),
             "{:?}",
             p.steps
         );

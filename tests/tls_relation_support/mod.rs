@@ -178,12 +178,19 @@ pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
         let plain_urls = c
             .lines()
             .filter(|l| {
-                l.starts_with("listen-")
+                (l.starts_with("listen-") && !l.starts_with("listen-metrics-urls:"))
                     || l.starts_with("advertise-")
                     || l.starts_with("initial-advertise-")
             })
             .any(|l| l.contains("http://"));
         assert!(!plain_urls, "{u} still serves plain http: {c}");
+        // The one plain listener: /health and /metrics on its own loopback
+        // address, for the nrpe checks (issue 19.9).
+        let metrics = format!("listen-metrics-urls: \"http://{}:2381\"", m.address(u));
+        assert!(
+            m.address(u).starts_with("127.") && c.lines().any(|l| l == metrics),
+            "{u}: {c}"
+        );
         use std::os::unix::fs::PermissionsExt;
         let f = tls_paths(&m, u);
         for k in [&f.server_key, &f.client_key] {
