@@ -529,6 +529,21 @@ pub fn start_guard(paths: &Paths) -> Result<(), String> {
     let Some(configured) = configured_data_dir(paths, &config) else {
         return Ok(());
     };
+    // The data volume late or missing at boot (fstab's `nofail` lets the
+    // boot go on): on the bare mount point etcd would run on the root disk,
+    // an empty dir beside the member on the volume (issue 19.7).
+    let mp = paths.host(crate::mounts::VOLUME_MOUNT_POINT);
+    let mp_abs = std::path::absolute(&mp).unwrap_or_else(|_| mp.clone());
+    if configured.starts_with(&mp) && crate::mounts::mounted_at(&mp_abs).is_none() {
+        return Err(format!(
+            "refusing to start etcd: its data dir {} is on the data volume, and nothing is \
+             mounted at {} (the volume is late, or missing); started, it would run on the root \
+             disk. Mount the volume (mount {}) and start etcd again",
+            paths.unhost(&configured).display(),
+            crate::mounts::VOLUME_MOUNT_POINT,
+            crate::mounts::VOLUME_MOUNT_POINT
+        ));
+    }
     let here = match config.wal_dir.as_deref() {
         Some(w) => wal::read_ids_in_wal_dir(&paths.from_config(normalize(Path::new(w)))),
         None => wal::read_ids(&configured),
@@ -958,6 +973,29 @@ mod tests {
         .unwrap();
         let err = start_guard(&paths).unwrap_err();
         assert!(err.contains("cannot be read"), "{err}");
+    }
+
+    /// Issue 19.7: the config puts the data dir on the data volume, and
+    /// nothing is mounted there (late at boot, or missing): even with a
+    /// member on the bare mount point's dir, no start on the root disk.
+    #[test]
+    fn guard_refuses_a_data_dir_on_a_volume_that_is_not_mounted() {
+        let (_tmp, paths) = root(
+            Some("name: etcd0\ndata-dir: /media/etcd/data\n"),
+            &[("/media/etcd/data", NEW)],
+        );
+        let err = start_guard(&paths).unwrap_err();
+        assert!(
+            err.contains("/media/etcd/data is on the data volume")
+                && err.contains("nothing is mounted at /media/etcd"),
+            "{err}"
+        );
+        // Elsewhere, a mount point is not asked for.
+        let (_tmp, paths) = root(
+            Some("name: etcd0\ndata-dir: /var/snap/etcd/common/data\n"),
+            &[("/var/snap/etcd/common/data", NEW)],
+        );
+        assert_eq!(start_guard(&paths), Ok(()));
     }
 
     #[test]

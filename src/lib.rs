@@ -16,6 +16,7 @@
 //!    - `aside`     — the dated set-aside: `<name>.<kind>-<stamp>[-n]`, renamed, dir synced.
 //!    - `addr`      — URLs from host and port (IPv6 in brackets).
 //!    - `space`     — free space before a copy: need = size + margin.
+//!    - `mounts`    — what mountinfo says is mounted where; the data volume's mount point.
 //!    - `restart`   — the restart policy the drop-in and the direct supervisor share.
 //!    - `failpoint` — crash points for the crash-safety tests (inert unless armed).
 //!    - `prereq`    — a test's missing prerequisite: fatal when ./test runs strict, else counted.
@@ -82,6 +83,7 @@ pub mod failpoint;
 pub mod hooktools;
 pub mod layout;
 pub mod migrate;
+pub mod mounts;
 pub mod paths;
 pub mod prereq;
 pub mod private;

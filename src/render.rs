@@ -388,6 +388,10 @@ pub struct DropIn {
     pub charm_binary: PathBuf,
     /// `ETCD_CHARM_ROOT` the guard must use (`/` in production).
     pub root: PathBuf,
+    /// The data volume's mount point, when etcd's data dir is on it: etcd
+    /// then starts only after it is mounted (`RequiresMountsFor=`; fstab's
+    /// `nofail` alone orders nothing).
+    pub requires_mounts_for: Option<PathBuf>,
 }
 
 impl DropIn {
@@ -423,6 +427,19 @@ impl DropIn {
         if root_s.chars().any(char::is_control) {
             return Err(err("root", &self.root, "holds a control character"));
         }
+        if let Some(mp) = &self.requires_mounts_for {
+            let ok = mp.is_absolute()
+                && mp
+                    .to_str()
+                    .is_some_and(|s| !s.chars().any(char::is_control));
+            if !ok {
+                return Err(err(
+                    "mount point",
+                    mp,
+                    "is not an absolute UTF-8 path without control characters",
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -448,6 +465,12 @@ pub fn render_dropin(d: &DropIn) -> String {
             (
                 "guard_command",
                 Some(format!("{} guard", systemd_quote(&bin))),
+            ),
+            (
+                "requires_mounts_for",
+                d.requires_mounts_for
+                    .as_ref()
+                    .map(|p| systemd_quote(&p.to_string_lossy())),
             ),
         ],
     )
@@ -859,6 +882,7 @@ mod tests {
         DropIn {
             charm_binary: "/var/lib/juju/agents/unit-etcd-0/charm/etcd-charm".into(),
             root: "/".into(),
+            requires_mounts_for: None,
         }
     }
 
@@ -924,6 +948,23 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");
         }
+    }
+
+    /// Issue 19.7: etcd's data dir on the data volume orders etcd after
+    /// its mount (and requires it); elsewhere the line is left out.
+    #[test]
+    fn golden_dropin_on_the_data_volume() {
+        let d = DropIn {
+            requires_mounts_for: Some("/media/etcd".into()),
+            ..production_dropin()
+        };
+        let text = render_dropin(&d);
+        golden("10-etcd-charm.volume.conf", &text);
+        assert!(
+            text.contains("\nRequiresMountsFor=\"/media/etcd\"\n"),
+            "{text}"
+        );
+        assert!(!render_dropin(&production_dropin()).contains("\nRequiresMountsFor="));
     }
 
     #[test]
@@ -1025,6 +1066,8 @@ mod tests {
         let d = DropIn {
             charm_binary: charm_binary.clone(),
             root: tmp.path().join("root with \"quotes\" %i $X"),
+            // The data volume's mount point under that root: quoted too.
+            requires_mounts_for: Some(tmp.path().join("root with \"quotes\" %i $X/media/etcd")),
         };
         d.validate().unwrap();
         let (ok, out) = verify_with_dropin(tmp.path(), &d);

@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 /// The storage name in metadata.yaml.
 pub const NAME: &str = "data";
 /// Where the volume is mounted (as configs and fstab name it).
-pub const MOUNT_POINT: &str = "/media/etcd";
+pub const MOUNT_POINT: &str = crate::mounts::VOLUME_MOUNT_POINT;
 /// etcd's data dir on the volume.
 pub const DATA_DIR: &str = "/media/etcd/data";
 /// Bytes read from the start of a device to tell "empty" from "holds data".
@@ -54,14 +54,8 @@ pub struct Device {
     pub signature: Signature,
 }
 
-/// What is mounted at the mount point.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mounted {
-    pub source: String,
-    pub fs_type: String,
-    /// The mounted file system's device number (`major:minor`).
-    pub dev: u64,
-}
+use crate::mounts::unescape;
+pub use crate::mounts::{mounted_at, Mounted};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StorageFacts {
@@ -204,31 +198,6 @@ fn fstab_mount_point(paths: &Paths, line: &str) -> Option<PathBuf> {
     l.split_whitespace()
         .nth(1)
         .map(|p| paths.from_config(unescape(p)))
-}
-
-/// What is mounted at `mp` (the last, i.e. topmost, mount there).
-pub fn mounted_at(mp: &Path) -> Option<Mounted> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().rev().find_map(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let sep = fields.iter().position(|f| *f == "-")?;
-        if Path::new(&unescape(fields.get(4)?)) != mp {
-            return None;
-        }
-        let (ma, mi) = fields.get(2)?.split_once(':')?;
-        Some(Mounted {
-            dev: nix::sys::stat::makedev(ma.parse().ok()?, mi.parse().ok()?),
-            fs_type: fields.get(sep + 1)?.to_string(),
-            source: unescape(fields.get(sep + 2)?),
-        })
-    })
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
 }
 
 /// The device number a block device node stands for.

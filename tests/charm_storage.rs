@@ -144,11 +144,17 @@ fn a_new_unit_runs_etcd_on_its_formatted_volume_and_detaching_leaves_the_cluster
     assert_keys(&m.endpoint("etcd/0"), "k", KEYS);
     assert!(mounted(&vol2).is_none());
     if loops {
-        let listed = Command::new("losetup").arg("-l").output().unwrap();
-        let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-        assert!(
-            !listed.lines().any(|l| l.starts_with(&format!("{dev2} "))),
-            "{listed}"
+        // The kernel clears an autoclear loop device once its last user is
+        // gone, which may be a moment after the umount returned.
+        wait_until(
+            &format!("{dev2} to be released"),
+            Duration::from_secs(15),
+            || {
+                let listed = Command::new("losetup").arg("-l").output().unwrap();
+                !String::from_utf8_lossy(&listed.stdout)
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{dev2} ")))
+            },
         );
     }
 }

@@ -196,7 +196,17 @@ fn dropin(paths: &Paths) -> Result<DropIn> {
             format!("resolving the root: {e}"),
         )
     })?;
-    let d = DropIn { charm_binary, root };
+    // etcd's data dir on the data volume: no start before it is mounted.
+    let mp = paths.host(crate::mounts::VOLUME_MOUNT_POINT);
+    let requires_mounts_for = paths
+        .data_dir()
+        .starts_with(&mp)
+        .then(|| std::path::absolute(&mp).unwrap_or(mp));
+    let d = DropIn {
+        charm_binary,
+        root,
+        requires_mounts_for,
+    };
     d.validate()
         .map_err(|e| err("write the systemd drop-in", e.to_string()))?;
     Ok(d)
