@@ -161,6 +161,12 @@ fn restore_brings_back_exactly_the_snapshots_keys_on_every_unit() {
             .unwrap_or_else(|| panic!("{r}")),
     );
     assert!(backup.starts_with(m.root(&leader)), "{r}");
+    // Issue 19.14: the writes a restore discards are said, not left unsaid.
+    let warning = r["restore"]["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("stop the writers") && warning.contains("discarded"),
+        "{r}"
+    );
     assert_eq!(r["backup"]["sha256sum"].as_str().unwrap(), sha256(&backup));
     // Root's alone (issue 19.1): the backup, and the staged copy of the
     // resource (0644 in its archive) in the 0700 backups dir.

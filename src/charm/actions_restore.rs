@@ -17,6 +17,12 @@ use crate::hooktools::Databag;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// What a restore costs the writers (issue 19.14: it was said nowhere).
+pub const WRITES_DISCARDED: &str = "every write since the snapshot is discarded, and so is any \
+     write the other members accept until each has set its old data aside and rejoined the \
+     restored cluster (they keep serving the old one meanwhile): stop the writers \
+     (kube-apiserver) before a restore and start them once every unit is healthy again";
+
 pub fn restore(ctx: &ActionCtx) -> Result<Databag> {
     if !ctx.tools.is_leader()? {
         return Err(Error::Other(
@@ -57,6 +63,10 @@ pub fn restore(ctx: &ActionCtx) -> Result<Databag> {
         }
     };
     ctx.log(&format!("restoring {} on {}", req.file.display(), ctx.unit));
+    // The other members keep serving the old cluster until each of them
+    // sets its data aside: say that what they take meanwhile is lost.
+    ctx.log(WRITES_DISCARDED);
+    out.insert("restore.warning".into(), WRITES_DISCARDED.into());
     let (kind, msg) = super::reconcile(&hook, ctx.tools)?;
     let _ = ctx.tools.status_set(kind, &msg);
     let after = leader_data(ctx, &hook)?;

@@ -23,8 +23,10 @@
 //! - Each step is re-planned from what it left: a hook killed anywhere
 //!   continues where it stopped (no state file: the WAL's cluster ID says
 //!   old member / restored member, no `member/` says restore next).
-//! - The restored cluster is restored with the cluster token plus the
-//!   restore id: etcd derives member and cluster IDs from the token and
+//! - The restored cluster is restored with a token derived from the
+//!   cluster token and the restore id ([`restore_token`]: a digest, since
+//!   it stands on the restore tool's command line, which every local
+//!   account can read in /proc): etcd derives member and cluster IDs from the token and
 //!   peer URLs, so the restored cluster's ID is new even when the restoring
 //!   unit bootstrapped the old one, and etcd refuses raft traffic between
 //!   the two clusters (cluster ID mismatch). The token in leadership data
@@ -231,7 +233,7 @@ pub fn plan(o: &Observed, paths: &Paths) -> Option<Plan> {
         sha256: req.sha256.clone(),
         name: o.member_name.clone(),
         peer_url: peer_url(o, c),
-        token: format!("{token}-restore-{}", req.id),
+        token: restore_token(&token, &req.id),
         data_dir: paths.data_dir(),
         bump: bump_for(o.etcd_version.as_deref()),
     };
@@ -326,6 +328,17 @@ fn aside(paths: &Paths, req: &Request, what: &str) -> Step {
             short_sha(&req.sha256)
         ),
     }
+}
+
+/// The token the snapshot is restored with: new for each restore (so the
+/// restored cluster's ID is new), never the cluster token itself (the
+/// restore tool takes it as an argument, readable by any local account in
+/// /proc/PID/cmdline; etcdctl 3.4 reads no environment variable for it).
+pub fn restore_token(token: &str, id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(format!("etcd-charm restore\n{token}\n{id}").as_bytes());
+    let hex: String = d.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("restore-{hex}")
 }
 
 pub(super) fn short_sha(s: &str) -> &str {
@@ -490,7 +503,10 @@ mod tests {
         let Step::Restore(RestoreStep::Snapshot { token, bump, .. }) = &p.steps[2] else {
             panic!("{:?}", p.steps);
         };
-        assert_eq!(token, "TOKEN1-restore-2026-01-01T00-00-00Z");
+        assert_eq!(token, &restore_token("TOKEN1", "2026-01-01T00-00-00Z"));
+        // Issue 19.14: the restore tool's argument never holds the token.
+        assert!(!token.contains("TOKEN1"), "{token}");
+        assert_ne!(token, &restore_token("TOKEN1", "2026-01-02T00-00-00Z"));
         assert_eq!(*bump, None);
         let mut o = unit(true, Some(OLD), false, false);
         o.etcd_version = Some("3.5.1".into());
