@@ -23,7 +23,11 @@ fn now() -> i64 {
 /// The notAfter of the certificate `unit` serves on `port`.
 fn served_end(m: &Model, unit: &str, port: u16) -> Option<i64> {
     let out = std::process::Command::new("openssl")
-        .args(["s_client", "-connect", &format!("{}:{port}", m.address(unit))])
+        .args([
+            "s_client",
+            "-connect",
+            &format!("{}:{port}", m.address(unit)),
+        ])
         .stdin(std::process::Stdio::null())
         .output()
         .ok()?;
@@ -73,16 +77,20 @@ fn short_lived_v4_certificates_are_renewed_before_their_end() {
     m.ok(&["run-action", "v4-ca/0", "reissue"]);
     m.ok(&["settle"]);
     let short = now() + (MINUTES + 1) * 60;
-    wait_until("every unit serving its short-lived leaf", TRANSITION, || {
-        let ok = units.iter().all(|u| {
-            served_end(&m, u, 2379).is_some_and(|e| e < short)
-                && served_end(&m, u, 2380).is_some_and(|e| e < short)
-        }) && db_client_end(&m, &units[0]) < short;
-        if !ok {
-            m.ok(&["update-status"]);
-        }
-        ok
-    });
+    wait_until(
+        "every unit serving its short-lived leaf",
+        TRANSITION,
+        || {
+            let ok = units.iter().all(|u| {
+                served_end(&m, u, 2379).is_some_and(|e| e < short)
+                    && served_end(&m, u, 2380).is_some_and(|e| e < short)
+            }) && db_client_end(&m, &units[0]) < short;
+            if !ok {
+                m.ok(&["update-status"]);
+            }
+            ok
+        },
+    );
     let ends: Vec<i64> = units
         .iter()
         .map(|u| served_end(&m, u, 2379).unwrap())
@@ -128,13 +136,25 @@ fn short_lived_v4_certificates_are_renewed_before_their_end() {
         client_end - now()
     );
     for u in &units {
-        assert_eq!(db_client_end(&m, u), renewed, "{u} publishes another client_cert");
+        assert_eq!(
+            db_client_end(&m, u),
+            renewed,
+            "{u} publishes another client_cert"
+        );
     }
     // The renewed client pair on disk is the one etcd accepts.
     let out = etcdctl(&joined, &["endpoint", "health"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = etcdctl(&joined, &["put", "renewed", "v"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!(
         "{n} writes over {:.0} s, every leaf renewed before its end",
         started.elapsed().as_secs_f64()
