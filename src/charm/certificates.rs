@@ -118,7 +118,10 @@ pub fn observe(
             key: Secret(key),
         });
     }
-    if !related.contains(ENDPOINT) {
+    // update-status asks no goal-state (monitoring.rs), so `related` is
+    // empty there: a full update-status (not the quiet path, e.g. a
+    // certificate due for renewal) asks relation-ids itself.
+    if ctx.event != crate::context::Event::UpdateStatus && !related.contains(ENDPOINT) {
         return Ok(c);
     }
     let ids = tolerate(

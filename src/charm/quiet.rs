@@ -70,11 +70,10 @@ fn renewal_due(paths: &Paths) -> bool {
     use crate::tls::files::Found;
     let f = crate::tls::files::read(paths);
     let now = super::expiry::now_unix();
-    let due = [&f.server, &f.client].into_iter().any(|c| {
+    [f.server, f.client].iter().any(|c| {
         matches!(c, Found::Cert(i)
             if super::certificates_renewal::due(i.not_before, i.not_after, now))
-    });
-    due
+    })
 }
 
 /// The own member's view, if it is a started voter with a raft leader and
