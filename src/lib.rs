@@ -49,7 +49,8 @@
 //! re-checks), `turn` (the rolling-turn gate; its apply half
 //! `turn_apply`), `clients` (`db`), `endpoints` (`proxy`),
 //! `certificates` (+ `_names`, `_rotation`, `_apply`: the relation, plain
-//! → TLS), `monitoring` + `nagios` (prometheus, grafana, nrpe; `scrape_jobs`
+//! → TLS; `_client`: the shared client pair; `_renewal`: when a v4
+//! certificate is asked for again), `monitoring` + `nagios` (prometheus, grafana, nrpe; `scrape_jobs`
 //! what both scrape jobs point at), `volume`
 //! (the data storage), `alarms`, `token`, `snap_upgrade` (etcd version
 //! upgrades through `channel`; its I/O and the `snap-upgrade` action in

@@ -26,7 +26,9 @@
 //! - A peer always reaches every other one: a bridged member dials http and
 //!   https peers; no member serves https peers before all are bridged.
 //! - Renewal (a new leaf from the same CA) is files only: etcd reads the
-//!   pair on each handshake.
+//!   pair on each handshake. Under v4 the unit asks for it with a new CSR
+//!   once its certificate is due (certificates_renewal.rs); the leader
+//!   likewise for the client pair.
 //! - The client pair is one pair for every unit: the legacy provider's
 //!   shared `client.cert`/`client.key`; under v4, a client certificate of
 //!   its own that the leader asks for (certificates_client.rs), shared in
@@ -116,7 +118,10 @@ pub fn observe(
             key: Secret(key),
         });
     }
-    if !related.contains(ENDPOINT) {
+    // update-status asks no goal-state (monitoring.rs), so `related` is
+    // empty there: a full update-status (not the quiet path, e.g. a
+    // certificate due for renewal) asks relation-ids itself.
+    if ctx.event != crate::context::Event::UpdateStatus && !related.contains(ENDPOINT) {
         return Ok(c);
     }
     let ids = tolerate(
@@ -281,7 +286,9 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     }
     if certs.protocol != Some(Protocol::Legacy) {
         match &certs.pending {
-            Some(pd) if csr_fits(&pd.csr, &cn, &sans) => {
+            // Renewal: a new CSR for the same key (apply) once the
+            // answer to this one is due (certificates_renewal.rs).
+            Some(pd) if csr_fits(&pd.csr, &cn, &sans) && !server_due(certs) => {
                 want.insert(
                     "certificate_signing_requests".into(),
                     v4::requests_value(std::slice::from_ref(&pd.csr)),
@@ -349,6 +356,15 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
         ));
     }
     move_leader_first(o, stage, p);
+}
+
+/// The provider's answer to our pending CSR is due for renewal.
+fn server_due(certs: &Certs) -> bool {
+    certs
+        .offer
+        .server
+        .as_ref()
+        .is_some_and(|s| super::certificates_renewal::pem_due(&s.cert, certs.now))
 }
 
 /// A CSR asks for exactly these names.

@@ -93,6 +93,14 @@ pub(super) fn plan(o: &Observed, p: &mut Plan) {
         .into();
         p.steps.push(Step::SetLeaderData(d));
     }
+    // Renewal: a new CSR for the same key; the pair in use stays until
+    // the provider answers it.
+    if super::certificates_renewal::pem_due(&a.certificate, certs.now) {
+        p.steps.push(Step::Tls(TlsStep::NewClientCsr {
+            relation: rel.clone(),
+            key: Some(key),
+        }));
+    }
 }
 
 #[cfg(test)]

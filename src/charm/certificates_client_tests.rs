@@ -199,3 +199,40 @@ fn a_shared_pair_that_was_a_server_key_is_replaced_and_legacy_asks_nothing() {
         Step::Tls(TlsStep::NewClientCsr { .. } | TlsStep::PublishApp { .. })
     )));
 }
+
+#[test]
+fn a_due_client_certificate_is_asked_for_again_with_the_same_key() {
+    let ca = ca();
+    let (mut o, server) = related(&ca);
+    let ck = key::generate(KeyAlg::EcdsaP256).unwrap();
+    let csr = key::client_csr(&ck, CLIENT_CN).unwrap();
+    let cert = sign(&ca, &csr);
+    o.leader.app.insert(CLIENT_CSR_KEY.into(), csr.clone());
+    o.leader
+        .app
+        .insert(CLIENT_CSR_KEY_KEY.into(), ck.pem().to_string());
+    o.leader.app.insert(CLIENT_CERT_KEY.into(), cert.clone());
+    o.leader
+        .app
+        .insert(CLIENT_KEY_KEY.into(), ck.pem().to_string());
+    o.certs.own_app.insert(
+        REQUESTS.into(),
+        v4::requests_value(std::slice::from_ref(&csr)),
+    );
+    o.certs.v4_answers.push(answer(&ca, &csr, &cert));
+    let info = tls::cert::parse(&cert).unwrap();
+    let renew = |s: &[Step]| {
+        s.iter()
+            .any(|x| matches!(x, Step::Tls(TlsStep::NewClientCsr { key: Some(k), .. }) if k.pem() == ck.pem()))
+    };
+    // Fresh: nothing asked.
+    o.certs.now = info.not_before + 1;
+    assert!(!renew(&steps(&o)));
+    // Past 2/3 of its lifetime: a new CSR for the same key; the pair in
+    // use stays (no leadership write) and is still written as files.
+    o.certs.now = crate::charm::certificates_renewal::renew_at(info.not_before, info.not_after);
+    let s = steps(&o);
+    assert!(renew(&s), "{s:?}");
+    assert!(leader_data(&s).is_empty(), "{s:?}");
+    let _ = server;
+}

@@ -254,3 +254,26 @@ fn issued_material_is_written_once_and_a_renewal_is_files_only() {
         .any(|s| matches!(s, Step::Tls(TlsStep::WriteCa { pem, .. }) if pem == "CA\nCA2\n")));
     assert!(!p.status.iter().any(|(k, _)| *k == StatusKind::Blocked));
 }
+
+#[test]
+fn a_due_server_certificate_asks_for_a_new_csr() {
+    let t0 = 1_700_000_000;
+    let kp = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(vec!["10.0.0.1".to_string()]).unwrap();
+    p.not_before = rcgen::date_time_ymd(2023, 11, 14);
+    p.not_after = rcgen::date_time_ymd(2024, 2, 12);
+    let cert = p.self_signed(&kp).unwrap().pem();
+    let info = crate::tls::cert::parse(&cert).unwrap();
+    let mut c = Certs {
+        now: t0,
+        ..Default::default()
+    };
+    c.offer.server = Some(Pair {
+        cert,
+        key: kp.serialize_pem(),
+    });
+    c.now = info.not_before + 86_400;
+    assert!(!super::server_due(&c));
+    c.now = super::super::certificates_renewal::renew_at(info.not_before, info.not_after);
+    assert!(super::server_due(&c));
+}

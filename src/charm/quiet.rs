@@ -6,7 +6,8 @@
 //! Settled means: no keyspace copy of ours is readable by others,
 //! etcd.conf.yml is there, etcd runs, its own member is a
 //! voter with a raft leader, and the status the last hook set is already
-//! the one this hook would set. Then nothing the full observe reads can
+//! the one this hook would set, and no certificate on disk is due for
+//! renewal. Then nothing the full observe reads can
 //! lead anywhere: a config or address change comes with config-changed,
 //! relation data with relation-changed/-departed, a new leader with
 //! leader-elected; each runs the full reconcile. The one thing update-status
@@ -33,6 +34,11 @@ pub fn update_status(tools: &HookTools, paths: &Paths) -> bool {
     if !super::backups::observe(paths).is_empty() {
         return false;
     }
+    // A certificate due for renewal: the full reconcile asks for a new
+    // one (certificates_renewal.rs). Two file reads, no hook tool.
+    if renewal_due(paths) {
+        return false;
+    }
     let Some(view) = settled_view(paths) else {
         return false;
     };
@@ -57,6 +63,17 @@ pub fn update_status(tools: &HookTools, paths: &Paths) -> bool {
         },
         Err(_) => false,
     }
+}
+
+/// The server or client certificate on disk is due for renewal.
+fn renewal_due(paths: &Paths) -> bool {
+    use crate::tls::files::Found;
+    let f = crate::tls::files::read(paths);
+    let now = super::expiry::now_unix();
+    [f.server, f.client].iter().any(|c| {
+        matches!(c, Found::Cert(i)
+            if super::certificates_renewal::due(i.not_before, i.not_after, now))
+    })
 }
 
 /// The own member's view, if it is a started voter with a raft leader and
