@@ -40,31 +40,9 @@ fn update_status_calls(m: &Model, unit: &str) -> u64 {
 /// What every etcd unit published on db, as etcd-client/0 reads it (all
 /// the same).
 fn db_published(m: &Model, units: &[String]) -> Vec<Value> {
-    let rel = m.ok(&[
-        "exec",
-        "etcd-client/0",
-        "--",
-        "relation-ids",
-        "etcd",
-        "--format=json",
-    ]);
-    let rel: Vec<String> = serde_json::from_str(&rel).unwrap();
     let published: Vec<Value> = units
         .iter()
-        .map(|u| {
-            let bag = m.ok(&[
-                "exec",
-                "etcd-client/0",
-                "--",
-                "relation-get",
-                "-r",
-                &rel[0],
-                "-",
-                u,
-                "--format=json",
-            ]);
-            serde_json::from_str(&bag).unwrap()
-        })
+        .map(|u| m.published_to("etcd-client/0", "etcd", u))
         .collect();
     assert!(published.windows(2).all(|w| w[0] == w[1]), "{published:?}");
     published

@@ -9,7 +9,6 @@ mod tls_relation_support;
 mod upgrade_support;
 mod writer_support;
 use etcd_charm::tls::cert;
-use serde_json::Value;
 use std::time::{Duration, Instant};
 use tls_relation_support::*;
 use upgrade_support::*;
@@ -39,27 +38,7 @@ fn served_end(m: &Model, unit: &str, port: u16) -> Option<i64> {
 
 /// The client_cert etcd/0 published on db, as etcd-client/0 reads it.
 fn db_client_end(m: &Model, unit: &str) -> i64 {
-    let rel = m.ok(&[
-        "exec",
-        "etcd-client/0",
-        "--",
-        "relation-ids",
-        "etcd",
-        "--format=json",
-    ]);
-    let rel: Vec<String> = serde_json::from_str(&rel).unwrap();
-    let bag = m.ok(&[
-        "exec",
-        "etcd-client/0",
-        "--",
-        "relation-get",
-        "-r",
-        &rel[0],
-        "-",
-        unit,
-        "--format=json",
-    ]);
-    let bag: Value = serde_json::from_str(&bag).unwrap();
+    let bag = m.published_to("etcd-client/0", "etcd", unit);
     let pem = bag["client_cert"].as_str().expect("client_cert on db");
     cert::parse(pem).unwrap().not_after
 }

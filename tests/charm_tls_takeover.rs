@@ -111,31 +111,11 @@ fn a_tls_cluster_of_the_python_charm_is_taken_over_with_its_certificates() {
     up.m.ok(&["deploy", client_charm.to_str().unwrap()]);
     up.m.ok(&["integrate", "etcd:db", "etcd-client:etcd"]);
     up.m.ok(&["settle"]);
-    let got = up.m.ok(&[
-        "exec",
-        "etcd-client/0",
-        "--",
-        "relation-ids",
-        "etcd",
-        "--format=json",
-    ]);
-    let rel: Vec<String> = serde_json::from_str(&got).unwrap();
-    let mut published = Vec::new();
-    for u in &up.units {
-        let bag = up.m.ok(&[
-            "exec",
-            "etcd-client/0",
-            "--",
-            "relation-get",
-            "-r",
-            &rel[0],
-            "-",
-            u,
-            "--format=json",
-        ]);
-        let v: serde_json::Value = serde_json::from_str(&bag).unwrap();
-        published.push(v);
-    }
+    let published: Vec<serde_json::Value> = up
+        .units
+        .iter()
+        .map(|u| up.m.published_to("etcd-client/0", "etcd", u))
+        .collect();
     assert!(published.windows(2).all(|w| w[0] == w[1]), "{published:?}");
     let p = &published[0];
     let conn = p["connection_string"].as_str().unwrap();

@@ -177,14 +177,16 @@ pub fn operator_turn(o: &Observed, mut p: Plan, healthy: &[u64]) -> Plan {
 
 /// Fewer voters answer with a leader than a quorum (none known: lost).
 pub fn quorum_lost(o: &Observed, healthy: &[u64]) -> bool {
-    o.member_view().is_none_or(|v| {
-        let up = v
-            .members
-            .iter()
-            .filter(|m| !m.is_learner && healthy.contains(&m.id))
-            .count();
-        up < v.voters() / 2 + 1
-    })
+    o.member_view()
+        .is_none_or(|v| voters_up(v, healthy) < v.voters() / 2 + 1)
+}
+
+/// The voters of `v` among `healthy`.
+fn voters_up(v: &crate::etcd::ClusterView, healthy: &[u64]) -> usize {
+    v.members
+        .iter()
+        .filter(|m| !m.is_learner && healthy.contains(&m.id))
+        .count()
 }
 
 /// Why the `restart` action refuses without `force=true`: the restart
@@ -204,11 +206,7 @@ pub fn operator_refusal(o: &Observed, healthy: &[u64]) -> Option<String> {
     let voter = v.by_id(id).is_some_and(|m| !m.is_learner);
     let voters = v.voters();
     let quorum = voters / 2 + 1;
-    let up = v
-        .members
-        .iter()
-        .filter(|m| !m.is_learner && healthy.contains(&m.id))
-        .count();
+    let up = voters_up(v, healthy);
     let without = up.saturating_sub(usize::from(healthy.contains(&id)));
     (voter && up >= quorum && without < quorum).then(|| {
         format!(

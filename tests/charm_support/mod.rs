@@ -213,6 +213,32 @@ impl Model {
         .unwrap()
     }
 
+    /// What `unit` published in the relation on `client`'s `endpoint`, as
+    /// `client` (e.g. `etcd-client/0` on `etcd`) reads it.
+    pub fn published_to(&self, client: &str, endpoint: &str, unit: &str) -> Value {
+        let rel = self.ok(&[
+            "exec",
+            client,
+            "--",
+            "relation-ids",
+            endpoint,
+            "--format=json",
+        ]);
+        let rel: Vec<String> = serde_json::from_str(&rel).unwrap();
+        let bag = self.ok(&[
+            "exec",
+            client,
+            "--",
+            "relation-get",
+            "-r",
+            &rel[0],
+            "-",
+            unit,
+            "--format=json",
+        ]);
+        serde_json::from_str(&bag).unwrap()
+    }
+
     /// `leader-get` as the leader reads it (Juju < 4).
     pub fn leader_get(&self) -> Value {
         let l = self.leader();
