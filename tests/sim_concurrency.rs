@@ -46,6 +46,7 @@ impl Model {
         Command::new(env!("CARGO_BIN_EXE_jujusim"))
             .arg("--model")
             .arg(&self.sim.model)
+            .args(["--address-range", self.sim.range()])
             .args(["--kill-timeout", "5"])
             .args(args)
             .stdin(Stdio::null())

@@ -202,7 +202,9 @@ fn each_unit_has_its_own_loopback_address() {
     let a0 = sim.exec_ok("simtest/0", "network-get cluster --ingress-address");
     let a1 = sim.exec_ok("simtest/1", "network-get db --bind-address");
     let (a0, a1) = (a0.trim(), a1.trim());
-    assert!(a0.starts_with("127.") && a0.ends_with(".1"), "{a0}");
+    // The range the test runner gave the model, not a hash of its directory.
+    let given = sim.range().strip_suffix(".0/24").unwrap();
+    assert_eq!(a0, format!("{given}.1"));
     assert!(a1.ends_with(".2"), "{a1}");
     assert_eq!(
         a0.rsplit_once('.').unwrap().0,
@@ -227,6 +229,21 @@ fn each_unit_has_its_own_loopback_address() {
     other.deploy(1);
     let b0 = other.exec_ok("simtest/0", "network-get cluster --ingress-address");
     assert_ne!(a0, b0.trim());
+    // A range that is not a loopback /24 is refused before anything exists.
+    let bad = Sim::new();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jujusim"))
+        .arg("--model")
+        .arg(&bad.model)
+        .args(["--address-range", "10.1.2.0/24", "deploy"])
+        .arg(charm())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a loopback /24"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -36,6 +36,11 @@ pub struct Cli {
     /// debugging; also JUJUSIM_SERIAL=1)
     #[arg(long, global = true)]
     pub serial: bool,
+    /// The loopback /24 the model's machines take their addresses from
+    /// (`127.X.Y.0/24`), fixed when deploy creates the model [default:
+    /// $JUJUSIM_ADDRESS_RANGE, else one derived from the model directory]
+    #[arg(long, global = true, value_name = "CIDR")]
+    pub address_range: Option<String>,
     /// No per-hook progress lines on stderr
     #[arg(long, short, global = true)]
     pub quiet: bool,

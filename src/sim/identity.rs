@@ -22,6 +22,18 @@ pub fn address_prefix(model_root: &Path) -> String {
     format!("{x}.{y}")
 }
 
+/// The `X.Y` of a range given as `127.X.Y.0/24` (or `127.X.Y`): a test
+/// runner hands each model a range no concurrent model holds, where a hash
+/// of the directory could collide.
+pub fn range_prefix(range: &str) -> crate::sim::error::Result<String> {
+    let bare = range.strip_suffix(".0/24").unwrap_or(range);
+    let parts: Vec<&str> = bare.split('.').collect();
+    match parts.as_slice() {
+        ["127", x, y] if [x, y].iter().all(|p| p.parse::<u8>().is_ok()) => Ok(format!("{x}.{y}")),
+        _ => crate::sim::error::bail!("--address-range {range:?}: a loopback /24, as 127.X.Y.0/24"),
+    }
+}
+
 /// 127.X.Y.N with N = machine number + 1.
 pub fn unit_address(prefix: &str, number: u32) -> Option<String> {
     (number < 254).then(|| format!("127.{prefix}.{}", number + 1))
@@ -63,6 +75,21 @@ pub fn model_name(model_root: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_given_range_is_a_loopback_24() {
+        assert_eq!(range_prefix("127.120.7.0/24").unwrap(), "120.7");
+        assert_eq!(range_prefix("127.120.7").unwrap(), "120.7");
+        for bad in [
+            "10.1.2.0/24",
+            "127.300.1.0/24",
+            "127.1.0/24",
+            "127.1.2.0/16",
+            "",
+        ] {
+            assert!(range_prefix(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn prefix_stays_in_range() {

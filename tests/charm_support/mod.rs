@@ -9,10 +9,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../address_support/mod.rs"]
+mod address_support;
+
 pub struct Model {
     tmp: tempfile::TempDir,
     pub dir: PathBuf,
     pub charm: PathBuf,
+    /// This model's own loopback /24; released after Drop destroys the model.
+    range: address_support::Range,
 }
 
 fn text(b: &[u8]) -> String {
@@ -48,12 +53,18 @@ impl Model {
         let dir = tmp.path().join("model");
         let charm = tmp.path().join("charm");
         pack_charm(&charm);
-        Model { tmp, dir, charm }
+        Model {
+            tmp,
+            dir,
+            charm,
+            range: address_support::take(),
+        }
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_jujusim"));
         c.arg("--model").arg(&self.dir).arg("--quiet");
+        c.args(["--address-range", &self.range.cidr]);
         c.args(args).stdin(Stdio::null());
         c
     }

@@ -6,9 +6,14 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "../address_support/mod.rs"]
+mod address_support;
+
 pub struct Sim {
     _tmp: tempfile::TempDir,
     pub model: PathBuf,
+    /// This model's own loopback /24, as jujusim's `--address-range`.
+    range: address_support::Range,
 }
 
 pub fn charm() -> PathBuf {
@@ -19,7 +24,16 @@ impl Sim {
     pub fn new() -> Sim {
         let tmp = tempfile::tempdir().unwrap();
         let model = tmp.path().join("model");
-        Sim { _tmp: tmp, model }
+        Sim {
+            _tmp: tmp,
+            model,
+            range: address_support::take(),
+        }
+    }
+
+    /// The model's loopback /24 (`127.X.Y.0/24`).
+    pub fn range(&self) -> &str {
+        &self.range.cidr
     }
 
     /// A temp path beside the model, for test files.
@@ -31,6 +45,7 @@ impl Sim {
         let mut c = Command::new(env!("CARGO_BIN_EXE_jujusim"));
         c.arg("--model")
             .arg(&self.model)
+            .args(["--address-range", self.range()])
             .args(["--retry-delay-ms", "0", "--kill-timeout", "5"]);
         c.args(args).stdin(Stdio::null());
         c

@@ -66,9 +66,14 @@ pub fn deploy(
     }
     let dir = &ctx.dir;
     let seed = ctx.seed.get();
+    let range = ctx
+        .address_range
+        .as_deref()
+        .map(identity::range_prefix)
+        .transpose()?;
     let version = dir.update(|m| {
         if m.name.is_empty() || m.destroyed {
-            init_model(m, dir, seed);
+            init_model(m, dir, seed, range.clone());
         }
         if let Some(v) = &juju_version {
             m.juju_version = v.clone();
@@ -207,11 +212,11 @@ fn valid_app_name(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
-fn init_model(m: &mut Model, dir: &ModelDir, seed: Option<u64>) {
+fn init_model(m: &mut Model, dir: &ModelDir, seed: Option<u64>, range: Option<String>) {
     m.destroyed = false;
     m.name = identity::model_name(&dir.root);
     m.uuid = identity::model_uuid(&dir.root);
-    m.address_prefix = identity::address_prefix(&dir.root);
+    m.address_prefix = range.unwrap_or_else(|| identity::address_prefix(&dir.root));
     m.juju_version = DEFAULT_JUJU_VERSION.into();
     m.seed = seed.unwrap_or(DEFAULT_SEED);
     m.prng = m.seed;

@@ -26,6 +26,8 @@ pub struct Ctx {
     pub progress: Progress,
     /// `--seed`, applied once, at the first settle.
     pub seed: std::cell::Cell<Option<u64>>,
+    /// `--address-range` or $JUJUSIM_ADDRESS_RANGE, used when a model is created.
+    pub address_range: Option<String>,
 }
 
 impl Ctx {
@@ -89,6 +91,10 @@ pub fn run(cli: Cli) -> Result<u8> {
         progress: Progress::new(!cli.quiet),
         opts,
         seed: std::cell::Cell::new(cli.seed),
+        address_range: cli
+            .address_range
+            .or_else(|| std::env::var("JUJUSIM_ADDRESS_RANGE").ok())
+            .filter(|r| !r.is_empty()),
     };
     // Read-only commands do not wait for a running controller.
     match cli.command {
