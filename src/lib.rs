@@ -92,6 +92,7 @@ pub mod render;
 pub mod restart;
 pub mod rolling;
 pub mod service;
+pub mod settable;
 pub mod sim;
 pub mod space;
 pub mod stamp;

@@ -59,10 +59,7 @@ const TURN_CALL: Duration = Duration::from_secs(2);
 
 /// The bound on waiting for a turn ([`WAIT_ENV`], else [`DEFAULT_WAIT`]).
 pub fn wait_limit() -> Duration {
-    std::env::var(WAIT_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(DEFAULT_WAIT, Duration::from_secs)
+    crate::settable::seconds(WAIT_ENV, DEFAULT_WAIT)
 }
 
 /// Who wants the turn, for what, and how to reach its own member.

@@ -17,7 +17,9 @@ use tracing::info;
 /// How long the refreshed member may take to answer as a healthy voter at
 /// the new version (the copy of SNAP_DATA is done by then; this is etcd's
 /// start and its catching up).
+/// [`VERIFY_ENV`] (seconds) sets it.
 const VERIFY_WITHIN: Duration = Duration::from_secs(120);
+pub const VERIFY_ENV: &str = "ETCD_CHARM_UPGRADE_VERIFY_WAIT";
 
 /// What the live cluster says: every voter healthy, and the versions.
 struct Live {
@@ -154,8 +156,9 @@ impl Applier<'_> {
         let ep = self.own_url()?;
         let want = up::channel_minor(wanted);
         let start = Instant::now();
+        let within = crate::settable::seconds(VERIFY_ENV, VERIFY_WITHIN);
         let mut why = String::from("the member did not answer");
-        while start.elapsed() < VERIFY_WITHIN {
+        while start.elapsed() < within {
             match etcd::block_on(etcd::member_status(ep.as_str())) {
                 Ok(s) if s.member_id != ids.member_id || s.cluster_id != ids.cluster_id => {
                     why = format!(
@@ -178,7 +181,7 @@ impl Applier<'_> {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-        let why = format!("{why}, after {}s", VERIFY_WITHIN.as_secs());
+        let why = format!("{why}, after {}s", within.as_secs());
         Ok(Some((
             StatusKind::Blocked,
             up::rollback_advice(&self.observed.unit, wanted, &why),
