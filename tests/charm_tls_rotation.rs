@@ -5,8 +5,11 @@
 //! alone; IDs, keys and every acknowledged write kept; never two members
 //! down.
 
+mod systemd_support;
 mod tls_relation_support;
 mod upgrade_support;
+// systemd_support names `crate::charm_support`: upgrade_support's copy.
+use upgrade_support::charm_support;
 mod writer_support;
 use tls_relation_support::*;
 use upgrade_support::*;
@@ -42,18 +45,31 @@ fn answers_with(ep: &str, ca: &Path, cert: &Path, key: &Path) -> bool {
 
 #[test]
 fn a_legacy_ca_rotation_rolls_through_the_members_with_every_write_kept() {
-    rotates("legacy-ca");
+    let m = Model::new();
+    rotates(&m, "legacy-ca", |m| m.deploy(3));
 }
 
+/// The production configuration: the snap under real systemd machines
+/// (nextest's systemd-machines group takes tests named `on_systemd_machines`).
 #[test]
-fn a_v4_ca_rotation_rolls_through_the_members_with_every_write_kept() {
-    rotates("v4-ca");
+fn a_v4_ca_rotation_on_systemd_machines_rolls_through_the_members_with_every_write_kept() {
+    if let Some(why) = systemd_support::unavailable() {
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
+        return;
+    }
+    let m = Model::new();
+    let _machines = systemd_support::Machines(&m);
+    rotates(&m, "v4-ca", |m| systemd_support::deploy_systemd(m, 3, &[]));
 }
 
-/// A 3-unit cluster on https from the stand-in `ca_app`, whose CA then
-/// rotates; everything asserted at the end.
-fn rotates(ca_app: &str) {
-    let (m, units, f0, eps) = move_to_tls(ca_app);
+/// A 3-unit cluster deployed by `deploy`, moved to https from the stand-in
+/// `ca_app`, whose CA then rotates; everything asserted at the end.
+fn rotates(m: &Model, ca_app: &str, deploy: impl FnOnce(&Model)) {
+    let (units, f0, eps) = move_model_to_tls(m, ca_app, deploy);
     let joined = eps.join(",");
     let ids_before = members(&joined);
     let cluster_before = m.cluster_id();

@@ -71,14 +71,26 @@ pub fn etcd_pid(m: &Model, unit: &str) -> Option<String> {
 /// a client without a certificate refused. Returns the model, its sorted
 /// units, etcd/0's TLS paths and the https endpoints.
 pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
+    let m = Model::new();
+    let (units, f0, eps) = move_model_to_tls(&m, ca, |m| m.deploy(3));
+    (m, units, f0, eps)
+}
+
+/// As [`move_to_tls`], in a model the caller owns, deployed by `deploy`
+/// (e.g. 3 units on systemd machines, whose guard must outlive the model's
+/// use): returns the sorted units, etcd/0's TLS paths, the https endpoints.
+pub fn move_model_to_tls(
+    m: &Model,
+    ca: &str,
+    deploy: impl FnOnce(&Model),
+) -> (Vec<String>, TlsPaths, Vec<String>) {
     // A test before this one in the same process pointed etcdctl and the
     // writer at its own (now gone) cluster's files: this cluster starts plain.
     for v in ["ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"] {
         std::env::remove_var(v);
     }
     writer_support::forget_tls();
-    let m = Model::new();
-    m.deploy(3);
+    deploy(m);
     m.assert_all_healthy(3);
     let mut units = m.units();
     units.sort();
@@ -92,7 +104,7 @@ pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
     std::thread::sleep(Duration::from_secs(2));
     m.ok(&["deploy", &stand_in(ca)]);
     let related = Instant::now();
-    let f0 = tls_paths(&m, &units[0]);
+    let f0 = tls_paths(m, &units[0]);
     let all_https = std::thread::scope(|s| {
         let relate = s.spawn(|| {
             let out = m.run(&[
@@ -246,5 +258,5 @@ pub fn move_to_tls(ca: &str) -> (Model, Vec<String>, TlsPaths, Vec<String>) {
         .unwrap();
     assert!(!plain_get.status.success(), "plain http still answers");
 
-    (m, units, f0, eps)
+    (units, f0, eps)
 }

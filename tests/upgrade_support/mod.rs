@@ -18,7 +18,7 @@
 #![allow(dead_code)]
 
 #[path = "../charm_support/mod.rs"]
-mod charm_support;
+pub mod charm_support;
 pub use charm_support::*;
 #[path = "../etcd_support/mod.rs"]
 mod etcd_support;
