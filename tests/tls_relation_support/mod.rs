@@ -116,7 +116,7 @@ pub fn move_model_to_tls(
                 out.status.success(),
                 "integrate: {}\n{}",
                 String::from_utf8_lossy(&out.stderr),
-                charm_errors(&m)
+                charm_errors(m)
             );
         });
         // The writer follows to https once the issued pair is on disk.
@@ -129,7 +129,7 @@ pub fn move_model_to_tls(
         std::env::set_var("ETCDCTL_CERT", &f0.client_cert);
         std::env::set_var("ETCDCTL_KEY", &f0.client_key);
         relate.join().unwrap();
-        let eps: Vec<String> = units.iter().map(|u| https(&m, u)).collect();
+        let eps: Vec<String> = units.iter().map(|u| https(m, u)).collect();
         let eps = eps.join(",");
         let deadline = Instant::now() + TRANSITION;
         loop {
@@ -179,12 +179,12 @@ pub fn move_model_to_tls(
         all_https.as_secs_f64()
     );
 
-    let eps: Vec<String> = units.iter().map(|u| https(&m, u)).collect();
+    let eps: Vec<String> = units.iter().map(|u| https(m, u)).collect();
     let joined = eps.join(",");
     assert_eq!(members(&joined), ids_before, "the same members, by ID");
     for (u, ep) in units.iter().zip(&eps) {
         assert_keys(ep, "before", KEYS);
-        let c = conf(&m, u);
+        let c = conf(m, u);
         assert!(c.contains("client-cert-auth: true"), "{u}: {c}");
         // (initial-cluster keeps its http URLs: etcd ignores it on a WAL.)
         let plain_urls = c
@@ -204,7 +204,7 @@ pub fn move_model_to_tls(
             "{u}: {c}"
         );
         use std::os::unix::fs::PermissionsExt;
-        let f = tls_paths(&m, u);
+        let f = tls_paths(m, u);
         for k in [&f.server_key, &f.client_key] {
             let mode = std::fs::metadata(k).unwrap().permissions().mode();
             assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", k.display());
