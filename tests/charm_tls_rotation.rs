@@ -118,7 +118,7 @@ fn rotates(m: &Model, ca_app: &str, deploy: impl FnOnce(&Model)) {
         assert_ne!(new_ca.trim(), old_ca_text.trim(), "the stand-in CA rotated");
         let done = || {
             units.iter().zip(&eps).all(|(u, ep)| {
-                let f = tls_paths(&m, u);
+                let f = tls_paths(m, u);
                 read(&f.ca).trim() == new_ca.trim()
                     && !answers_with(ep, &old_ca, &old_cert, &old_key)
                     && answers_with(ep, &new_ca_file, &f.client_cert, &f.client_key)
@@ -170,7 +170,7 @@ fn rotates(m: &Model, ca_app: &str, deploy: impl FnOnce(&Model)) {
     );
 
     for (u, ep) in units.iter().zip(&eps) {
-        let f = tls_paths(&m, u);
+        let f = tls_paths(m, u);
         for leaf in [&f.server_cert, &f.client_cert] {
             assert!(
                 etcd_charm::tls::cert::signed_by(&read(leaf), &new_ca).unwrap(),
