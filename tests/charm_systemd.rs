@@ -372,6 +372,76 @@ fn rebooting_every_machine_brings_the_same_members_back() {
     assert_eq!(live_ids(&m), wal_hex(&ids));
 }
 
+/// A machine's /etc and /media are its own, as a VM's are: what a charm
+/// writes there (its fstab line, by the atomic rename the charm uses) never
+/// reaches the host's, and it is still there after a reboot, where the
+/// machine's systemd mounts what its own fstab says.
+#[test]
+fn a_machine_has_its_own_etc_and_media_and_keeps_its_fstab_across_a_reboot() {
+    if let Some(why) = unavailable() {
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
+        return;
+    }
+    let host_fstab = HostFstab::take();
+    let m = Model::new();
+    let _machines = Machines(&m);
+    deploy_systemd(&m, 1, &[]);
+    let u = "etcd/0";
+    let probe = format!("jujusim-own-etc-probe-{}", std::process::id());
+    let line = "tmpfs /media/probe tmpfs defaults,nofail 0 0";
+    let sh = |script: &str| {
+        let out = inside(&m, u, &["sh", "-ec", script]);
+        assert!(out.status.success(), "{script}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(sh("stat -f -c %T /etc").trim(), "overlayfs");
+    sh(&format!(
+        "echo probe > /etc/{probe}
+         cp /etc/fstab /etc/fstab.new && echo '{line}' >> /etc/fstab.new && mv /etc/fstab.new /etc/fstab
+         mkdir -p /media/probe"
+    ));
+    let host_probe = Path::new("/etc").join(&probe);
+    assert!(
+        !host_probe.exists(),
+        "{} reached the host",
+        host_probe.display()
+    );
+    host_fstab.assert_unchanged();
+    assert!(
+        !Path::new("/media/probe").exists(),
+        "/media/probe reached the host"
+    );
+    assert!(
+        m.root(u).join("media/probe").is_dir(),
+        "the machine's /media is its root's"
+    );
+
+    // A reboot: the machine's /etc is kept, and its systemd mounts its own
+    // fstab's line (inside the machine only).
+    m.ok(&["reboot", u]);
+    assert_eq!(sh(&format!("cat /etc/{probe}")).trim(), "probe");
+    assert!(sh("cat /etc/fstab").contains(line));
+    let mounts = sh("cat /proc/self/mountinfo");
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.contains(" /media/probe ") && l.contains(" - tmpfs ")),
+        "systemd did not mount the machine's fstab line at boot:\n{mounts}"
+    );
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !host_mounts.contains("/media/probe "),
+        "the machine's mount shows on the host:\n{host_mounts}"
+    );
+    m.assert_all_healthy(1);
+    assert!(!host_probe.exists());
+    host_fstab.assert_unchanged();
+}
+
 /// Where no systemd machine can be made, jujusim says why (output and
 /// status) and runs the unit in the direct mode: here the charm's direct
 /// backend under the unit's root, as `--env` asks outside systemd machines.

@@ -2,9 +2,12 @@
 //! PID + mount namespace whose PID 1 is the host's own `/lib/systemd/systemd`,
 //! so units, drop-ins, `Restart=`, enablement at boot and journald behave as
 //! on a VM. The network and the rest of the file system are the host's; the
-//! machine's own `/etc/systemd/system`, `/var/snap`, `/snap`, `/var/log` are
-//! bound from the unit's root (so they survive reboots) and `/run` is a
-//! private tmpfs. Hooks run inside via `nsenter -t PID -m -p`.
+//! machine's own `/etc/systemd/system`, `/var/snap`, `/snap`, `/var/log`,
+//! `/media` are bound from the unit's root (so they survive reboots), `/run`
+//! is a private tmpfs, and `/etc` is the machine's own as on a VM: an overlay
+//! on the host's, its changes kept in the unit's dir (so a charm's fstab line
+//! goes to the machine's `/etc/fstab`, never the host's, and survives a
+//! reboot). Hooks run inside via `nsenter -t PID -m -p`.
 //!
 //! DANGER: systemd's boot runs `systemd-tmpfiles --remove`, which would empty
 //! the host's `/tmp` (shared with everything running here). Every machine is
@@ -66,13 +69,25 @@ pub const MASKS: &[&str] = &[
     "dpkg-db-backup.timer",
 ];
 
-/// Runs as PID 1 of the new namespace: binds, private /run, masks, a check
-/// that the masks are there, then systemd. `$1` is the mask list; the
-/// `SRC:DST` binds come one a line in `$MACHINE_BINDS` (not as arguments, so
-/// that `procs`, which matches command lines naming a unit's root, never
-/// takes this process for one of the unit's workloads).
+/// Runs as PID 1 of the new namespace: the machine's own /etc (an overlay
+/// on the host's, checked: exit 96 if it did not take), binds, private
+/// /run, masks, a check that the masks are there (exit 97), then systemd.
+/// `$1` is the mask list; the `SRC:DST` binds come one a line in
+/// `$MACHINE_BINDS`, the overlay's dirs in `$MACHINE_ETC_UPPER` and
+/// `$MACHINE_ETC_WORK` (not as arguments, so that `procs`, which matches
+/// command lines naming a unit's root, never takes this process for one of
+/// the unit's workloads). The overlay shows the host's /etc as it is on
+/// disk: a file the host has bind-mounted under /etc is not carried over
+/// (this host has none).
 const BOOT_SCRIPT: &str = r#"set -e
 masks=$1
+mount -t overlay overlay \
+    -o "lowerdir=/etc,upperdir=$MACHINE_ETC_UPPER,workdir=$MACHINE_ETC_WORK" /etc || exit 96
+unset MACHINE_ETC_UPPER MACHINE_ETC_WORK
+# The newest mount at /etc must be that overlay, or the machine would write
+# the host's /etc (its fstab: no machine would boot after that).
+awk '$5 == "/etc" { t = ""; for (i = 7; i < NF; i++) if ($i == "-") { t = $(i + 1); break } }
+     END { exit t != "overlay" }' /proc/self/mountinfo || exit 96
 printf '%s\n' "$MACHINE_BINDS" | while IFS= read -r b; do
     [ -z "$b" ] || mount --bind "${b%%:*}" "${b#*:}"
 done
@@ -88,7 +103,26 @@ exec "$systemd" --system --unit=multi-user.target
 "#;
 
 /// The directories every machine keeps for itself, under the unit's root.
-pub const OWN_DIRS: &[&str] = &["/etc/systemd/system", "/var/snap", "/snap", "/var/log"];
+/// `/media` too: the charm mounts its `data` volume at `/media/etcd`, and
+/// the bare mount point must be the machine's, as on a VM's root disk.
+pub const OWN_DIRS: &[&str] = &[
+    "/etc/systemd/system",
+    "/var/snap",
+    "/snap",
+    "/var/log",
+    "/media",
+];
+
+/// The exit code of the boot script when the machine's own /etc did not
+/// take (the masks' is 97).
+const ETC_NOT_OWN: i32 = 96;
+
+/// The overlay's upper and work dirs of a unit's machine's /etc: in the
+/// unit's dir, outside its root, kept across reboots.
+pub fn etc_dirs(unit_dir: &Path) -> (PathBuf, PathBuf) {
+    let d = unit_dir.join("machine-etc");
+    (d.join("upper"), d.join("work"))
+}
 
 /// The effective uid, from /proc (nix's `user` feature is not enabled).
 fn effective_root() -> bool {
@@ -240,6 +274,19 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
                 .map_err(|e| BootError::Failed(format!("creating {d}: {e}")))?;
         }
     }
+    // The machine's own /etc: an overlay's options are split at commas and
+    // colons (and its dirs must not be below each other).
+    let (etc_upper, etc_work) = etc_dirs(unit_dir);
+    for d in [&etc_upper, &etc_work] {
+        let s = d.to_string_lossy();
+        if s.contains([',', ':', '\\']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(BootError::Failed(format!(
+                "{s}: the machine's /etc overlay cannot name a dir with ',', ':', '\\' or white space"
+            )));
+        }
+        std::fs::create_dir_all(d)
+            .map_err(|e| BootError::Failed(format!("creating {}: {e}", d.display())))?;
+    }
     // A persistent journal, as on an Ubuntu VM (journald keeps it when the
     // directory exists): the machine's own /var/log, bound from its root.
     for b in binds.iter().filter(|b| b.ends_with(":/var/log")) {
@@ -262,6 +309,8 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
     .arg(MASKS.join(" "))
     .env_clear()
     .env("MACHINE_BINDS", binds.join("\n"))
+    .env("MACHINE_ETC_UPPER", &etc_upper)
+    .env("MACHINE_ETC_WORK", &etc_work)
     .env("MACHINE_SYSTEMD", systemd_bin())
     .env(
         "PATH",
@@ -283,6 +332,13 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
             let why = format!("unshare/boot script exited ({status}) before systemd ran");
             return Err(if status.code() == Some(97) {
                 BootError::Failed(format!("{why}: the masks were not in place"))
+            } else if status.code() == Some(ETC_NOT_OWN) {
+                BootError::Failed(format!(
+                    "{why}: the machine's own /etc (an overlay on the host's, {} and {}) did not take; \
+                     refusing to run a machine on the host's /etc",
+                    etc_upper.display(),
+                    etc_work.display()
+                ))
             } else {
                 BootError::Unavailable(why)
             });
@@ -303,6 +359,14 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
                     kill_and_wait(p);
                     return Err(BootError::Failed(format!(
                         "systemd-tmpfiles-setup.service is {mask:?}, not masked-runtime: machine killed"
+                    )));
+                }
+                // And once more from outside: the machine's /etc is its own.
+                let etc = inside_text(p, &["stat", "-f", "-c", "%T", "/etc"]);
+                if etc != "overlayfs" {
+                    kill_and_wait(p);
+                    return Err(BootError::Failed(format!(
+                        "the machine's /etc is on {etc:?}, not its own overlay: machine killed"
                     )));
                 }
                 std::fs::write(pid_file(unit_dir), format!("{p}\n"))
@@ -403,6 +467,21 @@ mod tests {
             assert!(MASKS.contains(&u), "{u}");
         }
         assert!(BOOT_SCRIPT.contains("exit 97"));
+        assert!(BOOT_SCRIPT.contains(&format!("exit {ETC_NOT_OWN}")));
+    }
+
+    /// The machine's /etc overlay comes before the binds (its
+    /// /etc/systemd/system is bound on top of it), and /media is its own.
+    #[test]
+    fn etc_is_the_machines_own_and_media_too() {
+        let overlay = BOOT_SCRIPT.find("mount -t overlay").unwrap();
+        let binds = BOOT_SCRIPT.find("mount --bind").unwrap();
+        assert!(overlay < binds);
+        assert!(OWN_DIRS.contains(&"/media"));
+        let (upper, work) = etc_dirs(Path::new("/m/units/etcd-0"));
+        assert_eq!(upper, Path::new("/m/units/etcd-0/machine-etc/upper"));
+        assert_eq!(work, Path::new("/m/units/etcd-0/machine-etc/work"));
+        assert!(!upper.starts_with("/m/units/etcd-0/root"));
     }
 
     #[test]

@@ -139,3 +139,28 @@ pub fn member_version(m: &Model, unit: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     v[0]["Status"]["version"].as_str().map(str::to_string)
 }
+
+/// The host's /etc/fstab as a test found it. A systemd machine that wrote
+/// its fstab line there would leave the host unable to boot any machine:
+/// tests that mount volumes on systemd machines take it at their start
+/// (refusing to run on a host that already carries a /media/etcd line) and
+/// assert it unchanged at their end.
+pub struct HostFstab(String);
+
+impl HostFstab {
+    pub fn take() -> HostFstab {
+        let now = std::fs::read_to_string("/etc/fstab").unwrap_or_default();
+        assert!(
+            !now.lines()
+                .any(|l| !l.trim_start().starts_with('#') && l.contains("/media")),
+            "the host's /etc/fstab already mounts something under /media (a machine's line \
+             leaked there?); fix the host before running this test:\n{now}"
+        );
+        HostFstab(now)
+    }
+
+    pub fn assert_unchanged(&self) {
+        let now = std::fs::read_to_string("/etc/fstab").unwrap_or_default();
+        assert_eq!(now, self.0, "the host's /etc/fstab changed under the test");
+    }
+}
