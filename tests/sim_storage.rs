@@ -170,3 +170,88 @@ fn without_storage_directives_a_zero_minimum_storage_is_not_attached() {
     let bad = sim.run(&["add-unit", "--storage", "nope=1G"]);
     assert!(!bad.status.success() && text(&bad.stderr).contains("no storage"));
 }
+
+/// `reboot --volumes-missing`: the machine comes back without its volume
+/// (its loop device released, a mount of it undone, the model still has
+/// the storage attached and says it is missing); `plug-volumes` attaches
+/// the same image again, no hook run; destroy leaves nothing behind.
+#[test]
+fn a_volume_left_off_at_a_reboot_is_missing_until_plugged_again() {
+    let sim = Sim::new();
+    let _destroy = DestroyOnDrop(&sim);
+    let c = block_charm(&sim);
+    sim.ok(&["deploy", c.to_str().unwrap(), "--storage", "disk=64M"]);
+    let disk = |sim: &Sim| {
+        let st = sim.status();
+        st["applications"]["simtest"]["units"]["simtest/0"]["storage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "disk/0")
+            .expect("disk/0 attached")
+            .clone()
+    };
+    let Some(dev) = disk(&sim)["loop-device"].as_str().map(String::from) else {
+        // The stand-in directory has no device to leave off: refused.
+        let out = sim.run(&["reboot", "simtest/0", "--volumes-missing"]);
+        assert!(
+            !out.status.success() && text(&out.stderr).contains("no volume on a loop device"),
+            "{out:?}"
+        );
+        return;
+    };
+    let mnt = sim.root("simtest/0").join("mnt");
+    sim.exec_ok(
+        "simtest/0",
+        &format!(
+            "mkfs.ext4 -q {dev} && mkdir -p {0} && mount {dev} {0}",
+            mnt.display()
+        ),
+    );
+    assert_eq!(mounts_under(&sim.model).len(), 1);
+    sim.ok(&["reboot", "simtest/0", "--volumes-missing"]);
+    assert!(mounts_under(&sim.model).is_empty());
+    assert!(
+        loops_under(&sim.model).is_empty(),
+        "{:?}",
+        loops_under(&sim.model)
+    );
+    let d = disk(&sim);
+    assert_eq!(d["unplugged"], true, "{d}");
+    assert!(d["loop-device"].is_null(), "{d}");
+    assert!(sim.ok(&["status"]).contains("missing from the machine"));
+    assert_eq!(sim.hooks("simtest/0").last().unwrap(), "start");
+
+    let hooks = sim.hooks("simtest/0").len();
+    sim.ok(&["plug-volumes", "simtest/0"]);
+    let d = disk(&sim);
+    let back = d["loop-device"].as_str().expect("a loop device again");
+    assert_eq!(d["location"].as_str(), Some(back));
+    assert_eq!(d["unplugged"], false);
+    assert_eq!(loops_under(&sim.model), vec![back.to_string()]);
+    assert_eq!(sim.hooks("simtest/0").len(), hooks, "no hook ran");
+    // The same file system: the image was kept.
+    let blkid = std::process::Command::new("blkid")
+        .args(["-p", "-o", "value", "-s", "TYPE", back])
+        .output()
+        .unwrap();
+    assert_eq!(text(&blkid.stdout).trim(), "ext4");
+    let again = sim.run(&["plug-volumes", "simtest/0"]);
+    assert!(
+        !again.status.success() && text(&again.stderr).contains("no missing volume"),
+        "{again:?}"
+    );
+    sim.ok(&["destroy"]);
+    assert!(loops_under(&sim.model).is_empty());
+    assert!(mounts_under(&sim.model).is_empty());
+}
+
+/// Destroys the model on drop, also on panic: its loop devices and mounts
+/// never outlive the test.
+struct DestroyOnDrop<'a>(&'a Sim);
+
+impl Drop for DestroyOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["destroy"]);
+    }
+}

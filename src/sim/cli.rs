@@ -136,7 +136,19 @@ pub enum Command {
         format: String,
     },
     /// Reboot a unit's machine: its processes are killed, then start runs
-    Reboot { unit: String },
+    Reboot {
+        unit: String,
+        /// The machine comes up without its block storage (a volume the
+        /// cloud has not attached again, or lost): each loop device is
+        /// released while the machine is down; Juju still has the storage
+        /// attached. `plug-volumes` brings the volumes back
+        #[arg(long)]
+        volumes_missing: bool,
+    },
+    /// Attach again, to the running machine, the volumes `reboot
+    /// --volumes-missing` left off (a late volume arriving): new loop
+    /// devices for the same images; no hook runs
+    PlugVolumes { unit: String },
     /// Relate two applications: APP:ENDPOINT APP:ENDPOINT
     Integrate { a: String, b: String },
     /// Run update-status on one unit, or on all

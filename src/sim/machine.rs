@@ -327,6 +327,7 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
     // Reap the outer process whenever it ends, so it never lingers.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut pid = None;
+    let mut devices_since: Option<Instant> = None;
     while Instant::now() < deadline {
         if let Ok(Some(status)) = outer.try_wait() {
             let why = format!("unshare/boot script exited ({status}) before systemd ran");
@@ -350,7 +351,19 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
         }
         if let Some(p) = pid {
             let state = inside_text(p, &["systemctl", "is-system-running"]);
-            if state == "running" || state == "degraded" {
+            // A boot that waits only for devices (an fstab volume late or
+            // missing: `nofail` lets it go on, and with udev masked no
+            // device unit ever appears, see `only_devices_pending`) is up
+            // as far as the Juju agent goes: on a VM jujud runs while
+            // systemd waits out the device timeout (90 s).
+            let waiting = state == "starting" && only_devices_pending(p);
+            devices_since = if waiting {
+                devices_since.or(Some(Instant::now()))
+            } else {
+                None
+            };
+            let settled = devices_since.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
+            if state == "running" || state == "degraded" || settled {
                 let mask = inside_text(
                     p,
                     &["systemctl", "is-enabled", "systemd-tmpfiles-setup.service"],
@@ -385,6 +398,28 @@ pub fn boot(unit_dir: &Path, binds: &[String]) -> Result<i32, BootError> {
     Err(BootError::Failed(
         "not running after 60 s: stopped it".into(),
     ))
+}
+
+/// Every job systemd is running is a device's: the rest of the boot waits
+/// on devices only. udev is masked in a machine, so nothing ever plugs a
+/// device unit: a mount of an fstab line by `UUID=` (a charm's volume)
+/// waits out its device timeout, with whatever is ordered after it.
+fn only_devices_pending(pid: i32) -> bool {
+    let jobs = inside_text(pid, &["systemctl", "list-jobs", "--no-legend", "--plain"]);
+    devices_only(&jobs)
+}
+
+/// `systemctl list-jobs --no-legend --plain` lines (JOB UNIT TYPE STATE):
+/// some job running, and every running job a device's.
+fn devices_only(jobs: &str) -> bool {
+    let running: Vec<&str> = jobs
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(3) == Some(&"running")).then(|| f[1])
+        })
+        .collect();
+    !running.is_empty() && running.iter().all(|u| u.ends_with(".device"))
 }
 
 /// SIGKILL to PID 1 ends every process of its namespace.
@@ -482,6 +517,20 @@ mod tests {
         assert_eq!(upper, Path::new("/m/units/etcd-0/machine-etc/upper"));
         assert_eq!(work, Path::new("/m/units/etcd-0/machine-etc/work"));
         assert!(!upper.starts_with("/m/units/etcd-0/root"));
+    }
+
+    #[test]
+    fn a_boot_waiting_only_for_devices_is_told_apart() {
+        let late_volume = "56 snap.etcd.etcd.service start waiting\n\
+             1 multi-user.target start waiting\n\
+             29 media-etcd.mount start waiting\n\
+             30 dev-disk-by\\x2duuid-b640.device start running\n";
+        assert!(devices_only(late_volume));
+        let booting = "30 dev-disk-by\\x2duuid-b640.device start running\n\
+             41 snap.etcd.etcd.service start running\n";
+        assert!(!devices_only(booting));
+        assert!(!devices_only(""));
+        assert!(!devices_only("1 multi-user.target start waiting\n"));
     }
 
     #[test]

@@ -542,6 +542,11 @@ pub struct Attachment {
     pub loop_device: Option<String>,
     /// Why a directory stands in for a block device, when it does.
     pub stand_in: Option<String>,
+    /// The volume is not on the machine (`reboot --volumes-missing`): its
+    /// loop device was released, `location` is where it was; Juju still
+    /// has it attached. `plug-volumes` brings it back.
+    #[serde(default)]
+    pub unplugged: bool,
 }
 
 /// Expands `{unit}` and `{unit_root}` in a passthrough value.

@@ -103,6 +103,7 @@ pub fn to_json(m: &Model) -> Value {
                     "storage": unit.storage.iter().map(|a| json!({
                         "id": a.id, "kind": a.kind, "location": a.location, "size": a.size,
                         "loop-device": a.loop_device, "stand-in": a.stand_in,
+                        "unplugged": a.unplugged,
                     })).collect::<Vec<_>>(),
                     "machine-mode": unit.machine_mode,
                     "machine-pid": crate::sim::machine::running(&unit.dir),
@@ -246,7 +247,11 @@ pub fn table(m: &Model) -> String {
                     a.kind.clone(),
                     format!("{} MiB", a.size >> 20),
                     a.location.display().to_string(),
-                    a.stand_in.clone().unwrap_or_default(),
+                    if a.unplugged {
+                        "missing from the machine (plug-volumes brings it back)".to_string()
+                    } else {
+                        a.stand_in.clone().unwrap_or_default()
+                    },
                 ]
             })
         })

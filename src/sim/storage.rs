@@ -138,6 +138,72 @@ pub fn release(a: &Attachment, unit_dir: &Path) -> Vec<String> {
     notes
 }
 
+/// The volume leaves the machine (its machine is down, so nothing of it is
+/// mounted any more, or what is, is unmounted): its loop device is
+/// released, awaited (bounded) until the kernel has let it go, and the
+/// attachment says it is unplugged. The image is kept.
+pub fn unplug(a: &mut Attachment, unit_dir: &Path) -> Result<Vec<String>> {
+    let Some(dev) = a.loop_device.clone() else {
+        bail!("{}: no loop device to release", a.id);
+    };
+    let notes = release(a, unit_dir);
+    // A device still busy (a mount of a machine being torn down) is only
+    // marked autoclear by `losetup -d`: it goes when that mount goes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while loop_backs(&dev, a.backing.as_deref()) {
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "{}: {dev} still holds {} 15 s after its release ({})",
+                a.id,
+                a.backing.as_deref().unwrap_or(Path::new("?")).display(),
+                notes.join("; ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    a.loop_device = None;
+    a.unplugged = true;
+    Ok(notes)
+}
+
+/// An unplugged volume comes back: its image on a new loop device (the
+/// kernel's next free one, as a late disk may get another name).
+pub fn plug(a: &mut Attachment) -> Result<String> {
+    let Some(backing) = a.backing.clone() else {
+        bail!("{}: no image to attach", a.id);
+    };
+    let dev = match run(Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(&backing))
+    {
+        Ok(dev) if dev.starts_with("/dev/") => dev,
+        Ok(out) => bail!("{}: losetup printed {out:?}", a.id),
+        Err(e) => bail!("{}: {e}", a.id),
+    };
+    a.location = PathBuf::from(&dev);
+    a.loop_device = Some(dev.clone());
+    a.unplugged = false;
+    Ok(format!(
+        "{}: {} attached again as {dev}",
+        a.id,
+        backing.display()
+    ))
+}
+
+/// Whether loop device `dev` (still) serves `backing`.
+fn loop_backs(dev: &str, backing: Option<&Path>) -> bool {
+    let name = Path::new(dev).file_name().unwrap_or_default();
+    let file = Path::new("/sys/block").join(name).join("loop/backing_file");
+    match (std::fs::read_to_string(file), backing) {
+        (Ok(b), Some(want)) => {
+            let want = std::fs::canonicalize(want).unwrap_or_else(|_| want.to_path_buf());
+            Path::new(b.trim()) == want
+        }
+        (Ok(_), None) => true,
+        (Err(_), _) => false,
+    }
+}
+
 /// After `<name>-storage-detaching` succeeded: the instance is gone.
 pub fn release_named(u: &mut crate::sim::model::Unit, name: &str) {
     let (gone, kept): (Vec<Attachment>, Vec<Attachment>) = std::mem::take(&mut u.storage)

@@ -25,13 +25,34 @@ pub fn elect(ctx: &Ctx, unit: &str) -> Result<u8> {
 /// The machine restarts: the unit's processes die with it, then `start`.
 /// A systemd machine's PID 1 is killed (and everything in it) and a new one
 /// boots with the same binds: its enabled units start before `start` runs.
-pub fn reboot(ctx: &Ctx, unit: &str) -> Result<u8> {
+/// `volumes_missing`: while it is down its loop devices are released, so
+/// it boots without its block storage.
+pub fn reboot(ctx: &Ctx, unit: &str, volumes_missing: bool) -> Result<u8> {
     let u = ctx.dir.read()?.unit(unit)?.clone();
+    if volumes_missing && !u.storage.iter().any(|a| a.loop_device.is_some()) {
+        bail!("{unit} has no volume on a loop device to leave off its machine");
+    }
     let root = u.root();
     let was = u.machine_mode == machine::SYSTEMD_MODE && machine::stop(&u.dir);
     let n = procs::stop(&Target::unit(&ctx.dir.root, &root), ctx.opts.kill_grace);
     ctx.progress
         .note(&format!("{unit} rebooted ({n} processes stopped)"));
+    if volumes_missing {
+        // After its processes stopped, so nothing holds a mount busy.
+        let notes = ctx.dir.update(|m| {
+            let u = m.unit_mut(unit)?;
+            let dir = u.dir.clone();
+            let mut notes = Vec::new();
+            for a in u.storage.iter_mut().filter(|a| a.loop_device.is_some()) {
+                notes.extend(crate::sim::storage::unplug(a, &dir)?);
+            }
+            Ok(notes)
+        })?;
+        for note in notes {
+            ctx.progress
+                .note(&format!("{unit}: {note} (volume missing)"));
+        }
+    }
     if u.machine_mode == machine::SYSTEMD_MODE {
         let binds = machine::binds_of(ctx.dir.read()?.app(&u.app)?, &u);
         let pid = match machine::boot(&u.dir, &binds) {
@@ -52,6 +73,26 @@ pub fn reboot(ctx: &Ctx, unit: &str) -> Result<u8> {
         Ok(())
     })?;
     ctx.settle()
+}
+
+/// The volumes `reboot --volumes-missing` left off come back (new loop
+/// devices); no hook runs, as a late disk appearing on a VM runs none.
+pub fn plug_volumes(ctx: &Ctx, unit: &str) -> Result<u8> {
+    let notes = ctx.dir.update(|m| {
+        let u = m.unit_mut(unit)?;
+        let mut notes = Vec::new();
+        for a in u.storage.iter_mut().filter(|a| a.unplugged) {
+            notes.push(crate::sim::storage::plug(a)?);
+        }
+        if notes.is_empty() {
+            bail!("{unit} has no missing volume to plug (see `reboot --volumes-missing`)");
+        }
+        Ok(notes)
+    })?;
+    for note in notes {
+        ctx.progress.note(&format!("{unit}: {note}"));
+    }
+    Ok(0)
 }
 
 pub fn update_status(ctx: &Ctx, unit: Option<&str>) -> Result<u8> {

@@ -172,7 +172,11 @@ pub fn run(cli: Cli) -> Result<u8> {
             params,
             format,
         } => action::run_action(&ctx, &unit, &action, &params, &format),
-        Command::Reboot { unit } => lifecycle::reboot(&ctx, &unit),
+        Command::Reboot {
+            unit,
+            volumes_missing,
+        } => lifecycle::reboot(&ctx, &unit, volumes_missing),
+        Command::PlugVolumes { unit } => lifecycle::plug_volumes(&ctx, &unit),
         Command::Integrate { a, b } => lifecycle::integrate(&ctx, &a, &b),
         Command::UpdateStatus { unit } => lifecycle::update_status(&ctx, unit.as_deref()),
         Command::Resolve { unit, no_retry } => lifecycle::resolve(&ctx, &unit, no_retry),
