@@ -668,3 +668,266 @@ fn a_removed_member_is_not_restarted_by_systemd_and_the_unit_rejoins() {
     assert_eq!(aside.len(), 1, "the old member kept aside: {aside:?}");
     assert_keys(&m.endpoint(u), "kept", 10);
 }
+
+/// What is in the bare /media/etcd on the machine's root disk (the
+/// host sees the mount point under the unit's root; the volume's mount is
+/// the machine's only).
+fn on_the_root_disk(m: &Model, unit: &str) -> Vec<String> {
+    let bare = m.root(unit).join("media/etcd");
+    let mut names: Vec<String> = std::fs::read_dir(&bare)
+        .unwrap_or_else(|e| panic!("{}: {e}", bare.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The jobs systemd has queued in a unit's machine.
+fn jobs(m: &Model, unit: &str) -> String {
+    inside_text(
+        m,
+        unit,
+        &["systemctl", "list-jobs", "--no-legend", "--plain"],
+    )
+}
+
+/// `JOB UNIT TYPE STATE` lines: `unit` has a start job waiting.
+fn start_waits(jobs: &str, unit: &str) -> bool {
+    jobs.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&unit) && f.get(2) == Some(&"start") && f.get(3) == Some(&"waiting")
+    })
+}
+
+/// Where the file at `path` inside the machine is mounted from: (mount
+/// point, source) by `stat -c %m` and the machine's mountinfo.
+fn mounted_from(m: &Model, unit: &str, path: &str) -> (String, String) {
+    let mp = inside_text(m, unit, &["stat", "-c", "%m", path]);
+    let info = inside_text(m, unit, &["cat", "/proc/self/mountinfo"]);
+    let source = info
+        .lines()
+        .rev()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            (f.get(4) == Some(&mp.as_str())).then(|| f.get(sep + 2).unwrap_or(&"").to_string())
+        })
+        .unwrap_or_default();
+    (mp, source)
+}
+
+/// Issue 19.7 in the production configuration: the snap under a real
+/// systemd, the data on a real volume (a loop device with the charm's ext4
+/// and its `UUID=… nofail` fstab line in the machine's own /etc/fstab).
+/// The machine reboots with the volume missing: systemd holds etcd's start
+/// behind the volume's mount (the drop-in's RequiresMountsFor), never
+/// starts it on the bare /media/etcd of the root disk, not even once it
+/// gives up on the device, and the unit says why. The volume back (late):
+/// etcd waits for it and then runs on it, with every key, before any hook.
+///
+/// udev is masked in these machines, so no device unit is ever plugged:
+/// at every boot the mount waits out systemd's device timeout as for a
+/// late disk on a VM, and mounting the volume by hand stands in for udev
+/// plugging it (README, systemd machines).
+#[test]
+fn a_volume_missing_at_boot_keeps_etcd_off_the_root_disk_and_a_late_one_is_waited_for() {
+    if let Some(why) = unavailable() {
+        etcd_charm::prereq::skip(
+            module_path!(),
+            why,
+            "run the tests as root on a machine with systemd (packaging/prereqs installs systemd)",
+        );
+        return;
+    }
+    const KEYS: usize = 20;
+    let host_fstab = HostFstab::take();
+    let t0 = Instant::now();
+    let m = Model::new();
+    let _machines = Machines(&m);
+    let mut args = systemd_args(&[]);
+    args.extend(["--storage".to_string(), "data=1G".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    m.deploy_with(1, &args);
+    let u = "etcd/0";
+    assert_eq!(m.unit(u)["machine-mode"], "systemd");
+    let Some(dev) = m.unit(u)["storage"][0]["loop-device"]
+        .as_str()
+        .map(String::from)
+    else {
+        etcd_charm::prereq::skip(
+            module_path!(),
+            &format!(
+                "no loop device here (the directory stand-in: {})",
+                m.unit(u)["storage"][0]["stand-in"]
+            ),
+            "run as root where losetup can attach (util-linux)",
+        );
+        return;
+    };
+    m.assert_all_healthy(1);
+    let ep = m.endpoint(u);
+    put_keys(&ep, "vol", KEYS);
+    let member = members(&ep);
+    assert_eq!(member.len(), 1, "{member:?}");
+
+    // On the volume: the drop-in orders etcd after its mount, the config
+    // and the running member are on it, the machine's fstab names it.
+    let rmf = unit_prop(&m, u, "RequiresMountsFor");
+    assert!(
+        rmf.split_whitespace().any(|p| p == "/media/etcd"),
+        "RequiresMountsFor={rmf}"
+    );
+    let conf =
+        std::fs::read_to_string(m.root(u).join("var/snap/etcd/common/etcd.conf.yml")).unwrap();
+    assert!(
+        conf.lines()
+            .any(|l| l.starts_with("data-dir:") && l.contains("/media/etcd/data")),
+        "{conf}"
+    );
+    assert_eq!(
+        mounted_from(&m, u, "/media/etcd/data/member/snap/db"),
+        ("/media/etcd".to_string(), dev.clone()),
+        "etcd's db is not on the volume"
+    );
+    let fstab = inside_text(&m, u, &["cat", "/etc/fstab"]);
+    assert!(
+        fstab
+            .lines()
+            .any(|l| l.starts_with("UUID=") && l.ends_with(" /media/etcd ext4 defaults,nofail 0 0")),
+        "the machine's fstab: {fstab}"
+    );
+    host_fstab.assert_unchanged();
+    assert!(
+        inside_text(&m, u, &["snap", "connections", "etcd"]).contains("etcd:removable-media"),
+        "the removable-media plug is not connected"
+    );
+    assert_eq!(on_the_root_disk(&m, u), Vec::<String>::new());
+
+    // The machine goes down; it boots without its volume. No hook yet.
+    let out = m.run(&["--max-hooks", "0", "reboot", u, "--volumes-missing"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let booted = Instant::now();
+    assert_eq!(m.unit(u)["storage"][0]["unplugged"], true);
+    assert!(Path::new(&dev).exists()); // the node stays; its backing is gone
+    let state = unit_prop(&m, u, "ActiveState");
+    let bare = on_the_root_disk(&m, u);
+    assert!(
+        state != "active" && bare.is_empty(),
+        "etcd started at boot with its volume missing: ActiveState={state}, on the root disk's \
+         /media/etcd: {bare:?}"
+    );
+    let queued = jobs(&m, u);
+    assert!(
+        start_waits(&queued, "snap.etcd.etcd.service") && start_waits(&queued, "media-etcd.mount"),
+        "etcd's start is not held behind the volume's mount; jobs:\n{queued}"
+    );
+    assert!(!etcdctl(&ep, &["endpoint", "health"]).status.success());
+
+    // Juju's start hook runs meanwhile: blocked, naming the volume.
+    m.ok(&["settle"]);
+    let (_, s, msg) = m.workloads().remove(0);
+    assert!(
+        s == "blocked" && msg.contains("/media/etcd") && msg.contains("nothing is mounted there"),
+        "{s}: {msg}"
+    );
+    assert!(start_waits(&jobs(&m, u), "snap.etcd.etcd.service"));
+    // The start guard (the drop-in's ExecStartPre), run as systemd runs it,
+    // refuses too.
+    let pre = unit_prop(&m, u, "ExecStartPre");
+    let argv: Vec<&str> = pre
+        .split("argv[]=")
+        .nth(1)
+        .and_then(|r| r.split(" ;").next())
+        .map(|a| a.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(argv.last(), Some(&"guard"), "{pre}");
+    let mut cmd = vec!["env", "ETCD_CHARM_ROOT=/"];
+    cmd.extend(&argv);
+    let guard = inside(&m, u, &cmd);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&guard.stdout),
+        String::from_utf8_lossy(&guard.stderr)
+    );
+    assert!(
+        !guard.status.success() && said.contains("nothing is mounted at /media/etcd"),
+        "the start guard let etcd start with nothing mounted at /media/etcd: {guard:?}"
+    );
+
+    // systemd gives up on the device (nofail: the boot goes on): etcd's
+    // start fails on its dependency, it does not run on the bare dir.
+    wait_until(
+        "systemd to give up on the missing volume (its device timeout: 90 s from the boot)",
+        Duration::from_secs(150),
+        || !jobs(&m, u).contains("snap.etcd.etcd.service"),
+    );
+    eprintln!(
+        "systemd gave up on the missing volume {:.0} s after the boot",
+        booted.elapsed().as_secs_f64()
+    );
+    let state = unit_prop(&m, u, "ActiveState");
+    let bare = on_the_root_disk(&m, u);
+    assert!(
+        state == "inactive" && bare.is_empty(),
+        "after the device timeout: ActiveState={state}, on the root disk's /media/etcd: {bare:?}"
+    );
+    let journal = inside_text(&m, u, &["journalctl", "--no-pager", "-u", "snap.etcd.etcd"]);
+    assert!(
+        journal.contains("Job snap.etcd.etcd.service/start failed with result 'dependency'"),
+        "{}",
+        tail(&journal, 20)
+    );
+    m.ok(&["update-status"]);
+    let (_, s, msg) = m.workloads().remove(0);
+    assert!(s == "blocked" && msg.contains("/media/etcd"), "{s}: {msg}");
+    assert!(!etcdctl(&ep, &["endpoint", "health"]).status.success());
+    assert_eq!(on_the_root_disk(&m, u), Vec::<String>::new());
+
+    // The volume is back and the machine boots again: the disk is late (no
+    // udev here to plug it), etcd waits for its mount; mounted by hand (as
+    // udev and the mount unit would), systemd starts etcd on it by itself,
+    // before any hook.
+    m.ok(&["plug-volumes", u]);
+    let dev = m.unit(u)["storage"][0]["loop-device"]
+        .as_str()
+        .expect("a loop device again")
+        .to_string();
+    let out = m.run(&["--max-hooks", "0", "reboot", u]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let queued = jobs(&m, u);
+    assert!(
+        start_waits(&queued, "snap.etcd.etcd.service"),
+        "etcd's start is not held behind the late volume; jobs:\n{queued}"
+    );
+    let mount = inside(&m, u, &["mount", "/media/etcd"]);
+    assert!(mount.status.success(), "mount /media/etcd: {mount:?}");
+    wait_until(
+        "systemd to start etcd once the late volume is mounted",
+        Duration::from_secs(60),
+        || {
+            unit_prop(&m, u, "ActiveState") == "active"
+                && etcdctl(&ep, &["endpoint", "health"]).status.success()
+        },
+    );
+    assert_eq!(
+        m.unit(u)["queued-hooks"],
+        serde_json::json!(["start"]),
+        "etcd came up before any hook"
+    );
+    assert_eq!(
+        mounted_from(&m, u, "/media/etcd/data/member/snap/db"),
+        ("/media/etcd".to_string(), dev),
+        "etcd's db is not on the volume"
+    );
+    assert_keys(&ep, "vol", KEYS);
+    assert_eq!(members(&ep), member, "the member changed");
+    assert_eq!(on_the_root_disk(&m, u), Vec::<String>::new());
+    m.ok(&["settle"]);
+    m.assert_all_healthy(1);
+    assert_keys(&ep, "vol", KEYS);
+    host_fstab.assert_unchanged();
+    eprintln!(
+        "volume missing at boot, then late: {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
