@@ -507,13 +507,22 @@ pub fn members(endpoints: &str) -> Vec<(String, String, bool)> {
 }
 
 /// Polls `f` until it returns true or `limit` passes; panics naming `what`.
-pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, limit: Duration, f: impl FnMut() -> bool) {
+    assert!(
+        wait_for(limit, f),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Polls `f` every 200 ms until it returns true (true) or `limit` passes
+/// (false), for a caller that says more than [`wait_until`] on a timeout.
+pub fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while !f() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
+        if start.elapsed() >= limit {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
+    true
 }
