@@ -88,9 +88,7 @@ pub fn attach(
     let attached = if std::env::var_os("JUJUSIM_NO_LOOP").is_some_and(|v| v == "1") {
         Err("JUJUSIM_NO_LOOP=1 is set".to_string())
     } else {
-        run(Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&backing))
+        attach_loop(&backing)
     };
     match attached {
         Ok(dev) if dev.starts_with("/dev/") => {
@@ -172,10 +170,7 @@ pub fn plug(a: &mut Attachment) -> Result<String> {
     let Some(backing) = a.backing.clone() else {
         bail!("{}: no image to attach", a.id);
     };
-    let dev = match run(Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(&backing))
-    {
+    let dev = match attach_loop(&backing) {
         Ok(dev) if dev.starts_with("/dev/") => dev,
         Ok(out) => bail!("{}: losetup printed {out:?}", a.id),
         Err(e) => bail!("{}: {e}", a.id),
@@ -273,6 +268,28 @@ fn unescape(s: &str) -> String {
 }
 
 /// Runs a command with a bound; its trimmed stdout, or why it failed.
+/// Where jujusims of every model on the host take turns at `losetup`.
+const LOSETUP_LOCK: &str = "/run/lock/jujusim-losetup.lock";
+
+/// `losetup --find --show` under a host-wide lock: the free-device search
+/// and the attach are two steps, and two callers at once can be handed the
+/// same device (one then fails, and its volume would be a directory).
+fn attach_loop(backing: &Path) -> std::result::Result<String, String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let _ = std::fs::create_dir_all("/run/lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(LOSETUP_LOCK)
+        .map_err(|e| format!("{LOSETUP_LOCK}: {e}"))?;
+    let _held = Flock::lock(lock, FlockArg::LockExclusive)
+        .map_err(|(_, e)| format!("{LOSETUP_LOCK}: flock: {e}"))?;
+    run(Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(backing))
+}
+
 fn run(cmd: &mut Command) -> std::result::Result<String, String> {
     use std::process::Stdio;
     let mut child = cmd
