@@ -267,7 +267,6 @@ fn unescape(s: &str) -> String {
         .replace("\\134", "\\")
 }
 
-/// Runs a command with a bound; its trimmed stdout, or why it failed.
 /// Where jujusims of every model on the host take turns at `losetup`.
 const LOSETUP_LOCK: &str = "/run/lock/jujusim-losetup.lock";
 
@@ -290,6 +289,7 @@ fn attach_loop(backing: &Path) -> std::result::Result<String, String> {
         .arg(backing))
 }
 
+/// Runs a command with a bound; its trimmed stdout, or why it failed.
 fn run(cmd: &mut Command) -> std::result::Result<String, String> {
     use std::process::Stdio;
     let mut child = cmd
