@@ -97,9 +97,23 @@ pub struct EtcdTls {
     /// `cipher-suites`, written only when non-empty (Go's defaults
     /// otherwise); see `tls::ciphers` for keeping it in step with the key.
     pub cipher_suites: Vec<String>,
+    /// The one common name a peer's certificate must carry (etcd's
+    /// `--peer-cert-allowed-cn`); None: any certificate of the CA passes.
+    pub peer_allowed_cn: Option<String>,
 }
 
 impl EtcdTls {
+    /// etcd 3.4 and 3.5 have no `peer-transport-security` key for the
+    /// allowed CN: with `--config-file` the one way in is the struct field
+    /// behind `--peer-cert-allowed-cn`, which their YAML reader fills by
+    /// its Go name (checked against both: a certificate of the same CA
+    /// with another CN is refused at the handshake, tests/tls_real_etcd.rs).
+    fn peer_tls_info(&self) -> Option<String> {
+        self.peer_allowed_cn
+            .as_ref()
+            .map(|cn| format!("\n  AllowedCN: {}", yaml_quote(cn)))
+    }
+
     fn transport_block(&self) -> String {
         format!(
             "\n  cert-file: {}\n  key-file: {}\n  trusted-ca-file: {}\n  client-cert-auth: true",
@@ -248,6 +262,10 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
                 cfg.tls.as_ref().map(EtcdTls::transport_block),
             ),
             (
+                "peer_tls_info",
+                cfg.tls.as_ref().and_then(EtcdTls::peer_tls_info),
+            ),
+            (
                 "cipher_suites",
                 cfg.tls
                     .as_ref()
@@ -299,6 +317,15 @@ struct RawConfig {
     peer_transport_security: Option<RawTransport>,
     #[serde(default)]
     cipher_suites: Option<Vec<String>>,
+    #[serde(default, rename = "PeerTLSInfo")]
+    peer_tls_info: Option<RawPeerTlsInfo>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeerTlsInfo {
+    #[serde(rename = "AllowedCN")]
+    allowed_cn: String,
 }
 
 #[derive(Deserialize, PartialEq)]
@@ -336,12 +363,13 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let tls = match (raw.client_transport_security, raw.peer_transport_security) {
-        (None, None) if raw.cipher_suites.is_none() => None,
+        (None, None) if raw.cipher_suites.is_none() && raw.peer_tls_info.is_none() => None,
         (Some(c), Some(p)) if c == p && c.client_cert_auth => Some(EtcdTls {
             cert_file: c.cert_file,
             key_file: c.key_file,
             trusted_ca_file: c.trusted_ca_file,
             cipher_suites: raw.cipher_suites.unwrap_or_default(),
+            peer_allowed_cn: raw.peer_tls_info.map(|p| p.allowed_cn),
         }),
         _ => {
             return Err(err(
@@ -582,7 +610,7 @@ pub fn systemd_quote(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
@@ -887,7 +915,7 @@ mod tests {
     }
 
     /// three_members over https: both listeners with client-cert auth.
-    fn three_members_tls() -> EtcdConfig {
+    pub(crate) fn three_members_tls() -> EtcdConfig {
         let https = |v: &[String]| {
             v.iter()
                 .map(|u| u.replacen("http://", "https://", 1))
@@ -911,6 +939,7 @@ mod tests {
                 "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into(),
                 "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384".into(),
             ],
+            peer_allowed_cn: Some("etcd-peer.etcd.2f6ab9c4".into()),
         });
         c
     }
@@ -927,6 +956,13 @@ mod tests {
         let text = render_etcd_config(&plain_suites);
         assert!(!text.contains("cipher-suites"), "{text}");
         assert_eq!(parse_etcd_config(&text).unwrap(), plain_suites);
+        // Without the peer CN (not every member's certificate carries it
+        // yet): no PeerTLSInfo block, and it still reads back.
+        let mut any_peer = c.clone();
+        any_peer.tls.as_mut().unwrap().peer_allowed_cn = None;
+        let text = render_etcd_config(&any_peer);
+        assert!(!text.contains("\nPeerTLSInfo:"), "{text}");
+        assert_eq!(parse_etcd_config(&text).unwrap(), any_peer);
         // A hand-edited file with only one transport section is refused.
         let one = text.split("peer-transport-security").next().unwrap();
         assert!(parse_etcd_config(one).is_err());

@@ -269,7 +269,8 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
     let Some(rel) = &certs.relation else {
         return;
     };
-    let (cn, sans) = super::certificates_names::names(o);
+    let token = p.token.as_ref().map(|(t, _)| t.clone());
+    let (cn, sans) = super::certificates_names::names(o, token.as_deref());
     let mut want = Databag::new();
     if certs.protocol != Some(Protocol::V4) {
         want.extend(
@@ -345,7 +346,8 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
         p.notes
             .push("moving to TLS: waiting for every member to be ready for https peers".into());
     }
-    // Peers learn how far this member is once it runs that config.
+    // Peers learn how far this member is once it runs that config, and
+    // the CN of the certificate it serves (certificates_peer.rs).
     let now = label(current(o));
     if o.local.is_some()
         && o.peer_relation.is_some()
@@ -355,7 +357,39 @@ pub fn plan(o: &Observed, _c: &CharmConfig, p: &mut Plan) {
             [(STAGE_KEY.to_string(), now.to_string())].into(),
         ));
     }
+    let serves = served_cn(o).unwrap_or_default();
+    if o.peer_relation.is_some()
+        && o.own_bag
+            .get(super::certificates_peer::PEER_CN_KEY)
+            .map_or("", |s| s)
+            != serves
+    {
+        p.steps.push(Step::Publish(
+            [(super::certificates_peer::PEER_CN_KEY.to_string(), serves)].into(),
+        ));
+    }
     move_leader_first(o, stage, p);
+}
+
+/// The CN of the server certificate this unit serves once this hook's
+/// writes are done: the one the plan writes (the provider's new issue),
+/// else the one on disk. A new CA (rotation, or one met while bridging) is
+/// rolled in stages; the certificate on disk stays the one served then.
+pub fn served_cn(o: &Observed) -> Option<String> {
+    let writes = material(o).filter(|m| {
+        let new_ca = o
+            .certs
+            .disk
+            .ca
+            .as_deref()
+            .is_some_and(|ca| ca.trim() != m.ca.trim());
+        differs(&o.certs.disk, m) && !new_ca
+    });
+    let pem = match &writes {
+        Some(m) => Some(m.server.cert.as_str()),
+        None => o.certs.disk.server.as_deref(),
+    }?;
+    super::certificates_peer::cn_of(pem)
 }
 
 /// The provider's answer to our pending CSR is due for renewal.

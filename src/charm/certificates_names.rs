@@ -49,15 +49,21 @@ pub(super) fn observe_binds(
     Ok(all)
 }
 
-/// The common name and SANs our server certificate must carry.
-pub(super) fn names(o: &Observed) -> (String, Vec<String>) {
+/// The common name and SANs our server certificate must carry: the
+/// cluster's peer CN (certificates_peer.rs) once the token is known, the
+/// unit's address before (as the Python charm asked).
+pub(super) fn names(o: &Observed, token: Option<&str>) -> (String, Vec<String>) {
     let sans = tls::sans::unit_sans(
         [o.address.as_str(), o.client_address.as_str()]
             .into_iter()
             .chain(o.certs.binds.iter().map(String::as_str)),
         &o.certs.hostname,
     );
-    (tls::sans::common_name(&o.client_address, &sans), sans)
+    let cn = match token {
+        Some(t) => super::certificates_peer::for_token(t),
+        None => tls::sans::common_name(&o.client_address, &sans),
+    };
+    (cn, sans)
 }
 
 #[cfg(test)]
@@ -82,8 +88,12 @@ mod tests {
         o.client_address = "203.0.113.10".into();
         o.certs.hostname = "juju-abc-0".into();
         o.certs.binds = vec!["10.0.0.5".into(), "0.0.0.0".into(), "[fd00::5]".into()];
-        let (cn, sans) = names(&o);
-        assert_eq!(cn, "203.0.113.10");
+        let (cn, sans) = names(&o, None);
+        assert_eq!(cn, "203.0.113.10", "before the token is known");
+        assert_eq!(
+            names(&o, Some("TOKEN1")).0,
+            crate::charm::certificates_peer::for_token("TOKEN1")
+        );
         for want in [
             "10.0.0.5",
             "fd00::5",

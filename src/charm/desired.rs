@@ -28,7 +28,7 @@ pub fn client_url(o: &Observed, c: &CharmConfig) -> String {
 
 /// The TLS parts of etcd.conf.yml when this unit keeps TLS: the files the
 /// Python charm wrote, where it wrote them (paths as etcd sees them).
-fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
+fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths, token: &str) -> Option<EtcdTls> {
     (certs::stage(o) != certs::Stage::Plain).then_some(())?;
     let f = crate::tls::files::TlsPaths::new(paths);
     let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
@@ -43,6 +43,15 @@ fn etcd_tls(o: &Observed, c: &CharmConfig, paths: &Paths) -> Option<EtcdTls> {
             .as_ref()
             .and_then(|k| crate::tls::ciphers::usable_for(&c.tls_cipher_suites, k).ok())
             .unwrap_or_default(),
+        // Only once every member serves it, and with https peers: a
+        // bridging member dials with the same certificate, but the move
+        // to TLS is hard enough without a second reason to be refused.
+        peer_allowed_cn: (certs::stage(o) == certs::Stage::Full)
+            .then(|| {
+                let own = super::certificates::served_cn(o);
+                super::certificates_peer::allowed(o, token, own.as_deref())
+            })
+            .flatten(),
     })
 }
 
@@ -99,7 +108,7 @@ pub fn desired_config(
         enable_v2: keeps_v2(o),
         grpc_gateway: true,
         storage: c.storage_options(),
-        tls: etcd_tls(o, c, paths),
+        tls: etcd_tls(o, c, paths, token),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod certificates;
 mod certificates_apply;
 mod certificates_client;
 mod certificates_names;
+pub mod certificates_peer;
 pub mod certificates_renewal;
 pub mod certificates_rotation;
 mod certificates_stage;

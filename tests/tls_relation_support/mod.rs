@@ -60,6 +60,29 @@ fn charm_errors(m: &Model) -> String {
     errors[errors.len().saturating_sub(8)..].join("\n")
 }
 
+/// A TLS handshake with `url` presenting `cert`: Err with curl's words when
+/// the server refused the certificate. etcd's peer listener drops a plain
+/// HTTP/1.1 request once the handshake is done (curl: "Empty reply"), so
+/// that counts as accepted.
+pub fn peer_handshake(url: &str, ca: &Path, cert: &Path, key: &Path) -> Result<(), String> {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--http1.1", "--max-time", "10", "-o", "/dev/null"])
+        .arg("--cacert")
+        .arg(ca)
+        .arg("--cert")
+        .arg(cert)
+        .arg("--key")
+        .arg(key)
+        .arg(url)
+        .output()
+        .expect("curl installed");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) | Some(52) => Ok(()),
+        _ => Err(err),
+    }
+}
+
 pub fn etcd_pid(m: &Model, unit: &str) -> Option<String> {
     std::fs::read_to_string(m.root(unit).join("run/etcd-charm/etcd.etcd.pid"))
         .ok()
@@ -171,6 +194,31 @@ pub fn move_model_to_tls(
         }
         ok
     });
+    // Then every member demands the cluster's peer CN of its peers (one
+    // more roll, under the writer): each unit's new leaf carries it.
+    let peer_cn = etcd_charm::charm::certificates_peer::for_token(&m.token());
+    let demands = format!("\nPeerTLSInfo:\n  AllowedCN: \"{peer_cn}\"\n");
+    wait_until("every member demanding the peer CN", TRANSITION, || {
+        let ok = units.iter().all(|u| conf(m, u).contains(&demands));
+        if !ok {
+            m.ok(&["update-status"]);
+        }
+        ok
+    });
+    wait_until(
+        "every unit active after the peer CN roll",
+        TRANSITION,
+        || {
+            let w = m.workloads();
+            let ok = w
+                .iter()
+                .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
+            if !ok {
+                m.ok(&["update-status"]);
+            }
+            ok
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
     r.print(&format!("plain → TLS ({ca}) on 3 units"));
@@ -213,6 +261,28 @@ pub fn move_model_to_tls(
             std::fs::read_to_string(&f.client_cert).unwrap(),
             std::fs::read_to_string(&f0.client_cert).unwrap(),
             "{u} has another client pair"
+        );
+        let leaf = etcd_charm::tls::cert::parse(&std::fs::read_to_string(&f.server_cert).unwrap())
+            .unwrap();
+        assert_eq!(
+            leaf.subject_cn.as_deref(),
+            Some(peer_cn.as_str()),
+            "{u}'s leaf"
+        );
+        // The peer port takes this member's own certificate, and refuses
+        // the client pair: signed by the same CA, another CN (issue 19.14).
+        let peer = format!("https://{}:2380/version", m.address(u));
+        assert_eq!(
+            peer_handshake(&peer, &f0.ca, &f.server_cert, &f.server_key),
+            Ok(()),
+            "{u}"
+        );
+        let refused = peer_handshake(&peer, &f0.ca, &f0.client_cert, &f0.client_key);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("bad certificate")),
+            "{u}'s peer port and a client certificate of the same CA: {refused:?}"
         );
     }
     assert_eq!(m.cluster_id(), cluster_before, "the same cluster");
