@@ -133,8 +133,10 @@ fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
     // Writes go on all the while (to any member that answers): the rejoin
     // under a new ID must not cost the cluster an acknowledged write.
     let eps: Vec<String> = m.units().iter().map(|u| m.endpoint(u)).collect();
-    let w = Writer::start(&eps);
+    let mut w = Writer::start(&eps);
+    std::thread::sleep(Duration::from_secs(1));
     // Behind the charm's back: etcd dies and its WAL goes (snap/db stays).
+    w.disturbance_begins();
     m.kill_etcd(victim);
     let data = m.data_dir(victim);
     wait_until("etcd/2 to be down", Duration::from_secs(20), || {
@@ -160,10 +162,15 @@ fn a_member_that_lost_its_wal_rejoins_under_a_new_id() {
     m.ok(&["reboot", victim]);
     m.ok(&["update-status"]);
     m.assert_all_healthy(3);
+    w.disturbance_ends();
+    std::thread::sleep(Duration::from_secs(1));
     let r = w.finish(Duration::from_secs(20));
-    r.print("a member that lost its WAL rejoins under a new ID");
-    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
-    assert!(r.acked > 0, "the writer never got a write through");
+    // A follower killed, then replaced by a new member: a follower down
+    // costs what a rolling restart does.
+    r.assert_available(
+        "a member that lost its WAL rejoins under a new ID",
+        writer_support::ROLLING,
+    );
     let new = m.wal_ids(victim);
     assert_ne!(new.member_id, old.member_id, "a new member ID");
     assert_eq!(new.cluster_id, old.cluster_id);

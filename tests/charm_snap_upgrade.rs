@@ -74,7 +74,7 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
     put_keys(&m.endpoints(), "before", KEYS);
 
     // The dry run on a unit shows the upgrade's steps before anything runs.
-    let w = Writer::start(
+    let mut w = Writer::start(
         &m.endpoints()
             .split(',')
             .map(str::to_string)
@@ -82,12 +82,17 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
     );
     std::thread::sleep(Duration::from_secs(2));
     let t = Instant::now();
+    w.disturbance_begins();
     m.ok(&["config", "etcd", "channel=3.5/stable"]);
     settle_active(&m, 3);
+    w.disturbance_ends();
     let took = t.elapsed();
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
-    r.print("3.4 -> 3.5 on 3 units (systemd machines, snap stand-in)");
+    r.assert_available(
+        "3.4 -> 3.5 on 3 units (systemd machines, snap stand-in)",
+        writer_support::ROLLING,
+    );
     eprintln!("upgrade: settled in {:.1} s", took.as_secs_f64());
 
     for (u, v) in m.units().iter().zip(versions(&m)) {
@@ -128,13 +133,6 @@ fn a_channel_change_upgrades_every_member_one_at_a_time_and_a_downgrade_is_refus
     let mut want: Vec<String> = ids.values().map(|i| format!("{:x}", i.member_id)).collect();
     want.sort();
     assert_eq!(live, want);
-    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
-    assert!(
-        r.max_down <= 1,
-        "two members down at once: {:?}",
-        r.max_down_at
-    );
-    assert!(r.acked > 0);
 
     // A downgrade is refused on every unit, and nothing is touched.
     m.ok(&["config", "etcd", "channel=3.4/stable"]);

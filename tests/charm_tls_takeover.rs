@@ -32,16 +32,22 @@ fn a_tls_cluster_of_the_python_charm_is_taken_over_with_its_certificates() {
     let before: Vec<etcd::MemberStatus> = eps.iter().map(|e| status(tls, e).unwrap()).collect();
     let cluster_id = before[0].cluster_id;
 
-    let writer = writer_support::Writer::start(eps);
+    let mut writer = writer_support::Writer::start(eps);
     std::thread::sleep(Duration::from_secs(1));
+    writer.disturbance_begins();
     c.refresh();
     // No certificates relation: the status says nothing renews the
     // certificates kept on disk (charm/expiry.rs).
     for (u, _, m) in c.wait_healthy() {
         assert!(m.contains("certificates not related"), "{u}: {m}");
     }
+    writer.disturbance_ends();
+    std::thread::sleep(Duration::from_secs(1));
     let report = writer.finish(Duration::from_secs(30));
-    report.print("TLS takeover of 3 units under a writer");
+    report.assert_available(
+        "TLS takeover of 3 units under a writer",
+        writer_support::ROLLING,
+    );
 
     for ((u, ep), b) in up.units.iter().zip(eps).zip(&before) {
         let s = status(tls, ep).unwrap_or_else(|| panic!("{u} answers over https"));
@@ -130,9 +136,6 @@ fn a_tls_cluster_of_the_python_charm_is_taken_over_with_its_certificates() {
         .expect("the db pair reaches the cluster");
     assert_eq!(v.cluster_id(), cluster_id);
 
-    assert_eq!(report.lost, 0, "lost: {:?}", report.lost_keys);
-    assert!(report.acked > 0);
-    assert!(report.max_down <= 1, "{:?}", report.max_down_at);
     eprintln!(
         "3 TLS units taken over in {:.1} s",
         started.elapsed().as_secs_f64()

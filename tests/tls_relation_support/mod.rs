@@ -123,8 +123,9 @@ pub fn move_model_to_tls(
     let plain: Vec<String> = units.iter().map(|u| m.endpoint(u)).collect();
 
     writer_support::follow_https();
-    let w = Writer::start(&plain);
+    let mut w = Writer::start(&plain);
     std::thread::sleep(Duration::from_secs(2));
+    w.disturbance_begins();
     m.ok(&["deploy", &stand_in(ca)]);
     let related = Instant::now();
     let f0 = tls_paths(m, &units[0]);
@@ -219,9 +220,13 @@ pub fn move_model_to_tls(
             ok
         },
     );
+    w.disturbance_ends();
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
-    r.print(&format!("plain → TLS ({ca}) on 3 units"));
+    r.assert_available(
+        &format!("plain → TLS ({ca}) on 3 units"),
+        writer_support::ROLLING,
+    );
     eprintln!(
         "relate → every member on https: {:.1} s",
         all_https.as_secs_f64()
@@ -286,14 +291,6 @@ pub fn move_model_to_tls(
         );
     }
     assert_eq!(m.cluster_id(), cluster_before, "the same cluster");
-    assert_eq!(r.lost, 0, "acknowledged writes lost: {:?}", r.lost_keys);
-    assert!(
-        r.max_down <= 1,
-        "{} members were down at once ({:?})",
-        r.max_down,
-        r.max_down_at
-    );
-    assert!(r.acked > 0, "the writer never got a write through");
 
     // A client without a certificate is refused, over https and http.
     let no_cert = std::process::Command::new("etcdctl")
