@@ -158,6 +158,16 @@ impl ClusterView {
         self.members.iter().find(|m| m.id == id)
     }
 
+    /// The member asked is the only voter, and leads (a member started
+    /// with `force-new-cluster`, charm/rebuild.rs).
+    pub fn leads_alone(&self) -> bool {
+        let me = self.status.member_id;
+        self.status.leader == me
+            && !self.status.is_learner
+            && self.members.iter().filter(|m| !m.is_learner).count() == 1
+            && self.members.iter().any(|m| m.id == me)
+    }
+
     pub fn voters(&self) -> usize {
         self.members.iter().filter(|m| !m.is_learner).count()
     }
@@ -609,6 +619,30 @@ pub async fn defragment(endpoint: &str) -> Result<()> {
             format!("no answer within {MAINTENANCE_TIMEOUT:?}"),
         )),
     }
+}
+
+/// Each of `members` with its raft index when its first client URL answers
+/// a status call within `timeout`; asked all at once, in the given order.
+pub async fn raft_indexes(members: &[Member], timeout: Duration) -> Vec<(Member, Option<u64>)> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, m) in members.iter().enumerate() {
+        let url = m.client_urls.first().cloned();
+        set.spawn(async move {
+            let url = url?;
+            let s = tokio::time::timeout(timeout, member_status(&url)).await;
+            match s {
+                Ok(Ok(s)) => Some((i, s.raft_index)),
+                _ => None,
+            }
+        });
+    }
+    let mut out: Vec<(Member, Option<u64>)> = members.iter().map(|m| (m.clone(), None)).collect();
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some((i, idx))) = r {
+            out[i].1 = Some(idx);
+        }
+    }
+    out
 }
 
 /// The IDs of the members in `members` whose first client URL answers a

@@ -70,6 +70,10 @@ pub struct EtcdConfig {
     pub grpc_gateway: bool,
     /// The backend quota and auto-compaction; each written only when set.
     pub storage: StorageOptions,
+    /// `force-new-cluster`: the member starts as a cluster of itself alone
+    /// (the `rebuild-cluster` action, charm/rebuild.rs). Written only when
+    /// true, and only until the member answers alone.
+    pub force_new_cluster: bool,
     /// https on both listeners with client-cert auth; None renders the
     /// plain config exactly as before TLS.
     pub tls: Option<EtcdTls>,
@@ -239,6 +243,10 @@ pub fn render_etcd_config(cfg: &EtcdConfig) -> String {
                 cfg.grpc_gateway.then(|| "true".to_string()),
             ),
             (
+                "force_new_cluster",
+                cfg.force_new_cluster.then(|| "true".to_string()),
+            ),
+            (
                 "quota_backend_bytes",
                 cfg.storage.quota_backend_bytes.map(|n| n.to_string()),
             ),
@@ -305,6 +313,8 @@ struct RawConfig {
     enable_v2: Option<bool>,
     #[serde(default)]
     enable_grpc_gateway: Option<bool>,
+    #[serde(default)]
+    force_new_cluster: Option<bool>,
     #[serde(default)]
     quota_backend_bytes: Option<u64>,
     #[serde(default)]
@@ -400,6 +410,7 @@ pub fn parse_etcd_config(text: &str) -> Result<EtcdConfig, RenderError> {
         strict_reconfig_check: raw.strict_reconfig_check,
         enable_v2: raw.enable_v2.unwrap_or(false),
         grpc_gateway: raw.enable_grpc_gateway.unwrap_or(false),
+        force_new_cluster: raw.force_new_cluster.unwrap_or(false),
         storage: StorageOptions {
             quota_backend_bytes: raw.quota_backend_bytes,
             auto_compaction_mode: raw.auto_compaction_mode,
@@ -641,6 +652,7 @@ pub(crate) mod tests {
             strict_reconfig_check: true,
             enable_v2: false,
             grpc_gateway: true,
+            force_new_cluster: false,
             storage: Default::default(),
             tls: None,
         }
@@ -672,6 +684,7 @@ pub(crate) mod tests {
             strict_reconfig_check: false,
             enable_v2: true,
             grpc_gateway: true,
+            force_new_cluster: false,
             storage: Default::default(),
             tls: None,
         }
@@ -695,6 +708,7 @@ pub(crate) mod tests {
             strict_reconfig_check: false,
             enable_v2: false,
             grpc_gateway: false,
+            force_new_cluster: false,
             storage: Default::default(),
             tls: None,
         }
@@ -1154,6 +1168,7 @@ pub(crate) mod tests {
             strict_reconfig_check: true,
             enable_v2: true,
             grpc_gateway: true,
+            force_new_cluster: false,
             storage: Default::default(),
             tls: None,
         };

@@ -80,6 +80,7 @@ fn unit_with(me: &Member, cluster: &[Member], state: ClusterState, etcd_bin: &Pa
         strict_reconfig_check: false,
         enable_v2: false,
         grpc_gateway: true,
+        force_new_cluster: false,
         storage: Default::default(),
         tls: None,
     };

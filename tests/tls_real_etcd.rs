@@ -91,6 +91,7 @@ fn etcd_serves_https_with_client_cert_auth_on_the_rendered_config() {
         strict_reconfig_check: true,
         enable_v2: false,
         grpc_gateway: true,
+        force_new_cluster: false,
         storage: Default::default(),
         tls: Some(EtcdTls {
             cert_file: s(&p.server_cert),
@@ -245,6 +246,7 @@ fn peer_member(
         strict_reconfig_check: true,
         enable_v2: false,
         grpc_gateway: true,
+        force_new_cluster: false,
         storage: Default::default(),
         tls: Some(EtcdTls {
             cert_file: s(&p.server_cert),

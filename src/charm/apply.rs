@@ -217,6 +217,7 @@ impl Applier<'_> {
                 self.service.connect_removable_media().map_err(Into::into)
             })?,
             Step::Restore(r) => return self.restore_step(r),
+            Step::Rebuild(r) => return self.rebuild_step(r),
             Step::Agent(a) => return Ok(super::agent::apply(a, self.paths, self.service)),
         }
         Ok(None)
@@ -253,7 +254,7 @@ impl Applier<'_> {
         Ok(())
     }
 
-    fn own_endpoint(&self) -> Result<String> {
+    pub(super) fn own_endpoint(&self) -> Result<String> {
         let o = self.observed;
         o.config
             .as_ref()
@@ -395,6 +396,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::Volume(_) => "volume",
         Step::SnapUpgrade(u) => u.key(),
         Step::Restore(r) => r.key(),
+        Step::Rebuild(r) => r.key(),
         Step::Agent(_) => "agent",
         Step::Tls(_) => "tls",
     }
@@ -466,6 +468,7 @@ mod tests {
             strict_reconfig_check: true,
             enable_v2: false,
             grpc_gateway: true,
+            force_new_cluster: false,
             storage: Default::default(),
             tls: None,
         };

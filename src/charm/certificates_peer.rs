@@ -26,6 +26,13 @@ pub fn for_token(token: &str) -> String {
     format!("etcd-peer-{hex}")
 }
 
+/// Whether observe must read the peers' databags for this concern: a
+/// member serving https whose etcd.conf.yml does not demand a peer CN yet
+/// (a settled voter reads them no more otherwise).
+pub fn needs_peers(serves_https: bool, config_text: Option<&str>) -> bool {
+    serves_https && !config_text.is_some_and(|t| t.contains("\nPeerTLSInfo:"))
+}
+
 /// The subject CN of a PEM certificate, if it parses and has one.
 pub fn cn_of(pem: &str) -> Option<String> {
     crate::tls::cert::parse(pem).ok()?.subject_cn

@@ -68,12 +68,16 @@ fn all_bridged(o: &Observed) -> bool {
     })
 }
 
-/// No member of a cluster this unit could join serves http peers.
+/// No member of a cluster this unit could join serves http peers. A member
+/// added but never started serves nothing: its URL is only what a joining
+/// unit asked for before it had its certificates (this unit's own, say),
+/// and the leader replaces it once that unit asks for https (leader.rs).
 fn no_plain_peer(o: &Observed) -> bool {
     match &o.cluster {
         Some(v) => v
             .members
             .iter()
+            .filter(|m| !m.name.is_empty())
             .all(|m| m.peer_urls.iter().all(|u| u.starts_with("https://"))),
         None => !o
             .peers

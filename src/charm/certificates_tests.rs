@@ -107,6 +107,30 @@ fn stage_follows_files_config_and_the_member_list() {
     let mut j = fresh(false);
     j.certs.files_complete = true;
     assert_eq!(stage(&j), Stage::Full);
+    // Also once the leader added it under the http URL it published before
+    // its certificates came (an unstarted member): that URL serves nothing,
+    // and the leader replaces the member once the unit asks for https.
+    sees(
+        &mut j,
+        vec![
+            https_member(0xbb, "etcd1", "10.0.0.2", true),
+            member(0xaa, "", "10.0.0.1", true),
+        ],
+    );
+    assert_eq!(
+        stage(&j),
+        Stage::Full,
+        "the unstarted http member is no peer"
+    );
+    // A started member on http peers is one: bridge with it first.
+    sees(
+        &mut j,
+        vec![
+            https_member(0xbb, "etcd1", "10.0.0.2", true),
+            member(0xcc, "etcd2", "10.0.0.3", false),
+        ],
+    );
+    assert_eq!(stage(&j), Stage::Plain);
 }
 
 #[test]

@@ -107,9 +107,25 @@ pub fn desired_config(
         strict_reconfig_check: true,
         enable_v2: keeps_v2(o),
         grpc_gateway: true,
+        force_new_cluster: continues_rebuild(o),
         storage: c.storage_options(),
         tls: etcd_tls(o, c, paths, token),
     }
+}
+
+/// A rebuild the `rebuild-cluster` action began (rebuild.rs) and a kill cut
+/// short: etcd.conf.yml on disk says `force-new-cluster` and this unit's
+/// member does not yet answer as the only voter, with itself leading. The
+/// flag stays until it does; then the next config drops it.
+pub(super) fn continues_rebuild(o: &Observed) -> bool {
+    let forced = o
+        .disk
+        .config
+        .as_ref()
+        .and_then(|c| c.as_ref().ok())
+        .and_then(|c| c.raw.get("force-new-cluster"))
+        .is_some_and(|v| v.trim() == "true");
+    forced && !o.local.as_ref().is_some_and(|v| v.leads_alone())
 }
 
 /// etcd's v2 API stays on where the config on disk turned it on (the

@@ -115,7 +115,10 @@ pub fn plan(o: &Observed, p: &mut Plan) {
             ),
         ));
     }
-    if !o.endpoints.certificates || certificates_broken(o) {
+    // update-status reads no goal-state (so `endpoints` knows no relation
+    // then), but the certificates observer asks relation-ids itself.
+    let related = o.endpoints.certificates || o.certs.relation.is_some();
+    if !related || certificates_broken(o) {
         let first = d.certs.iter().map(|(_, t)| *t).min();
         p.notes.push(match first {
             Some(t) => format!(
@@ -239,6 +242,19 @@ mod tests {
             m.starts_with("client certificate expired on 2026-11-29"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn update_status_knows_the_relation_without_goal_state() {
+        // update-status reads no goal-state: `endpoints` says nothing is
+        // related, the certificates observer found the relation itself.
+        let mut o = tls_unit(dates(&[("server certificate", NOW + 300 * DAY)]));
+        o.event = Event::UpdateStatus;
+        o.endpoints.certificates = false;
+        o.certs.relation = Some("certificates:7".into());
+        let mut p = Plan::default();
+        plan(&o, &mut p);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
 
     #[test]

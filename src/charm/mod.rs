@@ -42,6 +42,7 @@ pub mod leader;
 pub mod lease;
 pub mod logging;
 pub mod loopback_metrics;
+pub mod majority;
 mod membership_apply;
 pub mod monitoring;
 pub mod nagios;
@@ -50,6 +51,8 @@ pub mod observed;
 pub mod options;
 pub mod plan;
 pub mod quiet;
+pub mod rebuild;
+mod rebuild_apply;
 pub mod restore;
 mod restore_apply;
 mod running;
@@ -114,6 +117,7 @@ pub fn run_hook(ctx: &HookContext) -> ExitCode {
         let result = match name.as_str() {
             "snap-upgrade" => snap_upgrade_apply::action(ctx, &tools),
             "restart" => restart_action(ctx, &tools),
+            "rebuild-cluster" => rebuild::action(ctx, &tools),
             _ => actions::run(name, &tools, &Paths::from_env()),
         }
         .and_then(|out| tools.action_set(&out).map_err(Into::into));

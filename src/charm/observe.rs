@@ -203,10 +203,13 @@ pub fn observe_with(
             .is_some_and(|v| !v.status.is_learner && v.status.leader != 0);
     // A bridged member moving to TLS needs its peers' stage (certificates.rs).
     // So does a member in a CA rotation (ca.crt holds two CAs).
+    // So does a TLS member whose etcd.conf.yml does not yet demand the
+    // peer CN: it is turned on once every peer says it serves it.
     let skip_peers = settled_voter
         && clients.is_empty()
         && !super::certificates::bridging(found)
-        && !super::certificates_rotation::needs_peers(paths);
+        && !super::certificates_rotation::needs_peers(paths)
+        && !super::certificates_peer::needs_peers(tls.is_some(), config_text.as_deref());
     if let (Some(rel), false) = (&peer_relation, skip_peers) {
         let units = tolerate(
             mode,
@@ -242,8 +245,10 @@ pub fn observe_with(
         Some(v) if !v.status.version.is_empty() => Some(v.status.version.clone()),
         _ => service.version(),
     };
+    // Without a raft leader here, a peer may know better: one rebuilt
+    // alone (rebuild.rs) lists who is still a member.
     let cluster = match &local {
-        Some(v) if !v.status.is_learner => Some(v.clone()),
+        Some(v) if !v.status.is_learner && v.status.leader != 0 => Some(v.clone()),
         _ => {
             let eps: Vec<String> = peers
                 .values()
@@ -266,7 +271,40 @@ pub fn observe_with(
                     || b.get("peer-url").is_some_and(|p| m.peer_urls.contains(p))
             })
     };
+    // No raft leader: is a majority lost (majority.rs)? Every voter asked
+    // at once, and goal-state says whose units are gone.
+    let quorum = local
+        .as_ref()
+        .filter(|v| v.status.leader == 0 && !v.status.is_learner)
+        .map(|v| super::majority::QuorumSeen {
+            voters: {
+                let voters: Vec<etcd::Member> = v
+                    .members
+                    .iter()
+                    .filter(|m| !m.is_learner)
+                    .cloned()
+                    .collect();
+                let probe = std::time::Duration::from_secs(3);
+                etcd::block_on(async {
+                    Ok::<_, etcd::EtcdError>(etcd::raft_indexes(&voters, probe).await)
+                })
+                .unwrap_or_default()
+            },
+            now: super::expiry::now_unix(),
+            wait_secs: crate::settable::seconds(
+                super::majority::WAIT_ENV,
+                super::majority::DEFAULT_WAIT,
+            )
+            .as_secs() as i64,
+        });
     let goal_units = match &cluster {
+        _ if quorum.is_some() => tolerate(
+            mode,
+            u,
+            "the units the model expects (goal-state; a lost majority is not named)",
+            || tools.goal_state_units().map(Some),
+            || None,
+        )?,
         Some(v) if is_leader && v.members.iter().any(unmatched) => tolerate(
             mode,
             u,
@@ -322,6 +360,7 @@ pub fn observe_with(
         alarms,
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
         open_backups: super::backups::observe(paths),
+        quorum,
         cert_dates: tls.as_ref().map(|_| super::expiry::observe(paths)),
         snap,
         tls,

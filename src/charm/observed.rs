@@ -46,6 +46,18 @@ impl LeaderData {
     }
 }
 
+/// What observe saw of the voters when this unit's member had no leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSeen {
+    /// Every voter this unit's member lists, with its raft index when it
+    /// answered a status call.
+    pub voters: Vec<(crate::etcd::Member, Option<u64>)>,
+    /// The clock, unix seconds.
+    pub now: i64,
+    /// majority.rs's `WAIT_ENV`, read by observe.
+    pub wait_secs: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     pub event: Event,
@@ -117,6 +129,9 @@ pub struct Observed {
     /// Keyspace copies of ours (and their dirs) other accounts may read,
     /// with their modes (backups.rs).
     pub open_backups: Vec<(PathBuf, u32)>,
+    /// Every voter's answer, read only when this unit's member answers
+    /// without a raft leader (majority.rs).
+    pub quorum: Option<QuorumSeen>,
 }
 
 impl Observed {

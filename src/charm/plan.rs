@@ -345,6 +345,8 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
             plan_leader(o, &c, view, &mut p);
         }
     }
+    // After the leader's "waiting for a leader": the loss says more.
+    super::majority::plan(o, &mut p);
     certs::plan(o, &c, &mut p);
     if !p.status.iter().any(|(k, _)| *k == StatusKind::Blocked) {
         super::clients::plan_clients(o, &c, &mut p);

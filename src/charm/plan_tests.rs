@@ -79,6 +79,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         snap: None,
         certs: Default::default(),
         open_backups: Vec::new(),
+        quorum: None,
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,

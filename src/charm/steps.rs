@@ -88,6 +88,8 @@ pub enum Step {
     SnapUpgrade(UpgradeStep),
     /// A step of a restore (restore.rs).
     Restore(RestoreStep),
+    /// A step of the `rebuild-cluster` action (rebuild.rs).
+    Rebuild(RebuildStep),
     /// Starts, replaces or stops the maintenance agent (charm/agent.rs).
     Agent(AgentStep),
     /// The `certificates` relation's steps (certificates.rs).
@@ -159,6 +161,7 @@ impl std::fmt::Display for Step {
             Step::Volume(v) => write!(f, "{v}"),
             Step::SnapUpgrade(u) => write!(f, "{u}"),
             Step::Restore(r) => write!(f, "{r}"),
+            Step::Rebuild(r) => write!(f, "{r}"),
             Step::Agent(a) => write!(f, "{a}"),
             Step::Tls(t) => write!(f, "{t}"),
         }
@@ -232,6 +235,18 @@ pub enum UpgradeStep {
     Refresh { channel: String },
     /// The same member back, a healthy voter, at the channel's minor.
     Verify { wanted: String, ids: WalIds },
+}
+
+/// A rebuild from one surviving member (rebuild.rs; apply: rebuild_apply.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebuildStep {
+    /// A snapshot of the member before anything changes (rule 4).
+    Snapshot { endpoint: String, file: PathBuf },
+    /// A copy of `member/` beside it (`member.pre-rebuild-<stamp>`): the old
+    /// membership, which `force-new-cluster` rewrites, kept.
+    CopyAside { data_dir: PathBuf, stamp: String },
+    /// Until this unit's member answers as the only voter, leading.
+    WaitAlone { member_id: u64 },
 }
 
 /// A restore (restore.rs).

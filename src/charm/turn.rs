@@ -306,6 +306,7 @@ mod tests {
                 strict_reconfig_check: true,
                 enable_v2: false,
                 grpc_gateway: true,
+                force_new_cluster: false,
                 storage: Default::default(),
                 tls: None,
             }),

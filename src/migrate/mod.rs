@@ -82,6 +82,15 @@ pub use apply::{apply, set_aside};
 pub use fsops::Report;
 pub use plan::{plan_migration, plan_migration_live};
 
+/// A durable copy of the member dir `from` at `to` (which must not exist),
+/// with the migration's copy engine, the space checked first: Ok(Some(why))
+/// when the file system cannot hold it (nothing written then). The
+/// rebuild's old membership, kept beside the live member.
+pub fn copy_aside(from: &Path, to: &Path) -> crate::error::Result<Option<String>> {
+    let mut quiet = |msg: &str| tracing::debug!("{msg}");
+    copy::copy_checked(from, None, to, &mut quiet)
+}
+
 use crate::wal::WalIds;
 use std::path::{Path, PathBuf};
 

@@ -96,6 +96,9 @@ pub enum Command {
         /// Also remove a unit that is in error: an alive one begins its removal (its failed hook is dropped); a dying one is removed at once, no further hook run, its processes stopped
         #[arg(long)]
         force: bool,
+        /// With --force: remove the unit at once, as Juju does when its machine is lost: none of its hooks run, its processes are stopped, the units related to it run their departed hooks
+        #[arg(long, requires = "force")]
+        no_wait: bool,
     },
     /// Print an application's config, or set options (k=v) and reset them
     Config {

@@ -79,11 +79,14 @@ impl Model {
         let out = self.run(args);
         if !out.status.success() {
             let log = self.run(&["log"]);
+            let charm = text(&self.run(&["log", "--juju-log"]).stdout);
+            let errors: Vec<&str> = charm.lines().filter(|l| l.contains("ERROR")).collect();
             panic!(
-                "jujusim {args:?} failed ({}):\n{}\n--- hook log ---\n{}",
+                "jujusim {args:?} failed ({}):\n{}\n--- hook log ---\n{}\n--- the charm's last errors ---\n{}",
                 out.status,
                 text(&out.stderr),
-                tail(&text(&log.stdout), 40)
+                tail(&text(&log.stdout), 40),
+                errors[errors.len().saturating_sub(6)..].join("\n")
             );
         }
         text(&out.stdout)
@@ -391,6 +394,17 @@ fn unsafe_kill(pid: i32) {
 impl Drop for Model {
     fn drop(&mut self) {
         let _ = self.run(&["destroy"]);
+        // For a failure's post-mortem: ETCD_CHARM_KEEP_MODEL=<dir> keeps a
+        // copy of the model's dir (logs, configs) there.
+        if let Some(keep) = std::env::var_os("ETCD_CHARM_KEEP_MODEL") {
+            let to = Path::new(&keep).join(self.range.cidr.replace('/', "_"));
+            let _ = Command::new("cp")
+                .arg("-a")
+                .arg(&self.dir)
+                .arg(&to)
+                .status();
+            eprintln!("the model's dir is kept at {}", to.display());
+        }
         let _ = &self.tmp;
     }
 }

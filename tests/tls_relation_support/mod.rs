@@ -114,9 +114,10 @@ pub fn move_model_to_tls(
     }
     writer_support::forget_tls();
     deploy(m);
-    m.assert_all_healthy(3);
     let mut units = m.units();
     units.sort();
+    let n = units.len();
+    m.assert_all_healthy(n);
     put_keys(&m.endpoints(), "before", KEYS);
     let ids_before = members(&m.endpoints());
     let cluster_before = m.cluster_id();
@@ -158,7 +159,7 @@ pub fn move_model_to_tls(
         let deadline = Instant::now() + TRANSITION;
         loop {
             let done = urls(&eps).is_some_and(|v| {
-                v.len() == 3
+                v.len() == n
                     && v.iter()
                         .all(|(_, p, c)| p.starts_with("https://") && c.starts_with("https://"))
             });
@@ -184,10 +185,11 @@ pub fn move_model_to_tls(
         .collect();
     assert!(late.is_empty(), "turns given back unhealthy: {late:#?}");
     // Let every unit settle on its final config (update-status re-runs).
-    let want = "Healthy with 3 known peers";
+    let want = format!("Healthy with {n} known peers");
+    let want = want.as_str();
     wait_until("every unit active and healthy on TLS", TRANSITION, || {
         let w = m.workloads();
-        let ok = w.len() == 3
+        let ok = w.len() == n
             && w.iter()
                 .all(|(_, s, msg)| s == "active" && msg.starts_with(want));
         if !ok {
@@ -224,7 +226,7 @@ pub fn move_model_to_tls(
     std::thread::sleep(Duration::from_secs(2));
     let r = w.finish(Duration::from_secs(60));
     r.assert_available(
-        &format!("plain → TLS ({ca}) on 3 units"),
+        &format!("plain → TLS ({ca}) on {n} units"),
         writer_support::ROLLING,
     );
     eprintln!(

@@ -145,7 +145,11 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::DetachStorage { unit, storage_id } => {
             remove::detach_storage(&ctx, &unit, &storage_id)
         }
-        Command::RemoveUnit { unit, force } => remove::remove_unit(&ctx, &unit, force),
+        Command::RemoveUnit {
+            unit,
+            force,
+            no_wait,
+        } => remove::remove_unit(&ctx, &unit, force, no_wait),
         Command::Config {
             args,
             reset,

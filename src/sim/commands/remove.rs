@@ -7,9 +7,18 @@ use crate::sim::machine;
 use crate::sim::model::{Agent, Life};
 use crate::sim::procs::{self, Target};
 
-pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool) -> Result<u8> {
+pub fn remove_unit(ctx: &Ctx, unit: &str, force: bool, no_wait: bool) -> Result<u8> {
     let forced = ctx.dir.update(|m| {
         let u = m.unit_mut(unit)?;
+        // `--force --no-wait`: the machine is gone; nothing of the unit's
+        // own runs again (Juju's forced removal without waiting).
+        if force && no_wait {
+            let root = u.root();
+            if u.life != Life::Dying {
+                events::begin_removal(m, unit);
+            }
+            return Ok(Some(root));
+        }
         if u.life == Life::Dying {
             if !force {
                 let why = match &u.agent {

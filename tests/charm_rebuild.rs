@@ -1,0 +1,158 @@
+//! Issue 21: a cluster that lost its majority comes back from a survivor
+//! with one action. On a v4 TLS cluster through jujusim on real etcd: keys
+//! written, the machines of a majority lost (`remove-unit --force
+//! --no-wait`); every remaining unit is blocked naming the member with the
+//! most recent data and the action; `rebuild-cluster` there (refused on a
+//! unit that knows less); every key back and writable, the same cluster ID
+//! and token; the other remaining units rejoin; `add-unit` back to the
+//! original size, every key on every member.
+
+mod tls_relation_support;
+mod upgrade_support;
+mod writer_support;
+use tls_relation_support::*;
+use upgrade_support::*;
+
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 50;
+
+/// Runs update-status until `done` holds for the workloads, bounded.
+fn until_workloads(m: &Model, what: &str, done: impl Fn(&[(String, String, String)]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let w = m.workloads();
+        if done(&w) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {w:#?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        m.ok_or_in_error(&["update-status"]);
+    }
+}
+
+/// `run-action` as JSON: (completed, answer).
+fn run_action(m: &Model, unit: &str, name: &str, params: &[&str]) -> (bool, serde_json::Value) {
+    let mut args = vec!["run-action", unit, name, "--format", "json"];
+    args.extend_from_slice(params);
+    let out = m.run(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text} {out:?}"));
+    (v["status"] == "completed", v)
+}
+
+fn lose_the_majority_and_rebuild(n: usize, lost: usize) {
+    let m = Model::new();
+    let (units, _f0, eps) = move_model_to_tls(&m, "v4-ca", |m| m.deploy(n as u32));
+    put_keys(&eps.join(","), "dr", KEYS);
+    let token = m.token();
+    let cluster = m.cluster_id();
+    let (keep, gone) = units.split_at(n - lost);
+    // The machines go at once: no hook runs between the removals (a
+    // removal one at a time would let the leader remove each member while
+    // a quorum still stood).
+    for u in gone {
+        let out = m.run(&["--max-hooks", "0", "remove-unit", "--force", "--no-wait", u]);
+        assert_ne!(out.status.code(), Some(1), "remove-unit {u}: {out:?}");
+    }
+    m.ok_or_in_error(&["settle"]);
+    let answering = format!("majority lost: {} of {n} voters answer", keep.len());
+    until_workloads(&m, "every remaining unit blocked, naming the loss", |w| {
+        w.len() == keep.len()
+            && w.iter()
+                .all(|(_, s, msg)| s == "blocked" && msg.starts_with(&answering))
+    });
+    // Every unit names the same member and the action to run there (the
+    // named unit adds "(this unit)").
+    let msgs: Vec<String> = m
+        .workloads()
+        .into_iter()
+        .map(|(_, _, msg)| msg.replace(" (this unit)", ""))
+        .collect();
+    assert!(msgs.windows(2).all(|w| w[0] == w[1]), "{msgs:#?}");
+    let named = msgs[0]
+        .split("`juju run ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no action named: {}", msgs[0]))
+        .to_string();
+    assert!(
+        keep.contains(&named),
+        "{named} is not a remaining unit: {}",
+        msgs[0]
+    );
+    eprintln!("{}", msgs[0]);
+
+    // Not from a member that knows less, without force.
+    if let Some(other) = keep.iter().find(|u| **u != named) {
+        let (done, v) = run_action(&m, other, "rebuild-cluster", &[]);
+        assert!(!done, "{v}");
+    }
+    let started = Instant::now();
+    let (done, v) = run_action(&m, &named, "rebuild-cluster", &[]);
+    assert!(done, "rebuild-cluster on {named}: {v}");
+    let writable = started.elapsed();
+    let survivor = format!("https://{}:2379", m.address(&named));
+    assert_keys(&survivor, "dr", KEYS);
+    put_keys(&survivor, "after", 5);
+    let snapshot = v["results"]["snapshot"].as_str().unwrap_or_default();
+    assert!(
+        m.root(&named)
+            .join(snapshot.trim_start_matches('/'))
+            .is_file(),
+        "the snapshot before the rebuild: {v}"
+    );
+    assert_eq!(m.token(), token, "the token is kept");
+    assert_eq!(m.cluster_id(), cluster, "the cluster ID is kept");
+
+    // The other remaining units rejoin as new members, one at a time.
+    let healthy = |k: usize| {
+        format!(
+            "Healthy with {k} known peer{}",
+            if k == 1 { "" } else { "s" }
+        )
+    };
+    let want = healthy(keep.len());
+    until_workloads(&m, "the remaining units healthy again", |w| {
+        w.len() == keep.len() && w.iter().all(|(_, s, msg)| s == "active" && *msg == want)
+    });
+    let voters = keep.len();
+    eprintln!(
+        "rebuild-cluster → writable {:.1} s, → {voters} voters {:.1} s",
+        writable.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    // Back to the original size with new units.
+    m.ok(&["add-unit", "etcd", "-n", &lost.to_string()]);
+    let want = healthy(n);
+    until_workloads(&m, "every unit healthy at the original size", |w| {
+        w.len() == n && w.iter().all(|(_, s, msg)| s == "active" && *msg == want)
+    });
+    let all: Vec<String> = m
+        .units()
+        .iter()
+        .map(|u| format!("https://{}:2379", m.address(u)))
+        .collect();
+    let list = members(&all.join(","));
+    assert_eq!(list.len(), n, "{list:?}");
+    assert!(list.iter().all(|(_, _, learner)| !learner), "{list:?}");
+    for ep in &all {
+        assert_keys(ep, "dr", KEYS);
+        assert_keys(ep, "after", 5);
+    }
+    assert_eq!(m.cluster_id(), cluster, "the cluster ID is kept");
+}
+
+#[test]
+fn three_units_two_machines_lost_rebuilt_from_the_survivor() {
+    lose_the_majority_and_rebuild(3, 2);
+}
+
+#[test]
+fn five_units_three_machines_lost_rebuilt_from_the_most_recent_survivor() {
+    lose_the_majority_and_rebuild(5, 3);
+}
