@@ -630,7 +630,7 @@ pub(crate) mod tests {
         u.iter().map(|s| s.to_string()).collect()
     }
 
-    fn three_members() -> EtcdConfig {
+    pub(crate) fn three_members() -> EtcdConfig {
         EtcdConfig {
             name: "etcd0".into(),
             data_dir: "/var/snap/etcd/current".into(),

@@ -100,9 +100,12 @@ fn a_refused_removal_forced_knowingly_is_completed_by_a_later_update_status() {
                 .to_string(),
         )
     };
-    assert_eq!(
-        (s.as_str(), msg.as_str()),
-        ("waiting", "Waiting for the cluster to elect a raft leader")
+    // No leader: a loss of the majority, not yet called one (etcd2's unit
+    // is still there: waited for, issue 21), saying who is missing.
+    assert_eq!(s, "waiting", "{msg}");
+    assert!(
+        msg.starts_with("Waiting for the cluster to elect a raft leader: 1 of 3 voters answer; etcd1 is gone (unit removed); etcd2 does not answer (unit still there) for "),
+        "{msg}"
     );
 
     // etcd/2 returns; the leader's next routine hook completes the removal.

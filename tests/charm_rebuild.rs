@@ -156,3 +156,88 @@ fn three_units_two_machines_lost_rebuilt_from_the_survivor() {
 fn five_units_three_machines_lost_rebuilt_from_the_most_recent_survivor() {
     lose_the_majority_and_rebuild(5, 3);
 }
+
+/// The rebuild killed after a step, one step per round: before the forced
+/// restart nothing has changed and the action is run again; after it,
+/// etcd.conf.yml says force-new-cluster and the next hooks finish the job.
+/// Two units, one machine lost per round (1 of 2 answer: no quorum), plain
+/// etcd (the TLS path is the tests above); a unit added back after each.
+#[test]
+fn a_rebuild_killed_after_a_step_is_continued_by_the_action_or_the_next_hook() {
+    let m = Model::new();
+    m.deploy_with(
+        2,
+        &[
+            "--env",
+            "ETCD_CHARM_FAILPOINT_FILE={unit_root}/failpoint",
+            "--env",
+            "ETCD_CHARM_FAILPOINT_ONCE={unit_root}/failpoint.fired",
+        ],
+    );
+    m.assert_all_healthy(2);
+    put_keys(&m.endpoints(), "dr", KEYS);
+    let cluster = m.cluster_id();
+    // (failpoint, whether the action must be run again to finish)
+    let rounds = [
+        ("after:stop", true),
+        ("after:rebuild-copy-aside", true),
+        ("after:write-config", false),
+        ("after:start", false),
+    ];
+    for (point, again) in rounds {
+        let t = Instant::now();
+        let mut units = m.units();
+        units.sort();
+        let (survivor, lost) = (units[0].clone(), units[1].clone());
+        let out = m.run(&[
+            "--max-hooks",
+            "0",
+            "remove-unit",
+            "--force",
+            "--no-wait",
+            &lost,
+        ]);
+        assert_ne!(out.status.code(), Some(1), "{out:?}");
+        m.ok_or_in_error(&["settle"]);
+        until_workloads(&m, "the survivor blocked", |w| {
+            w.len() == 1
+                && w[0].1 == "blocked"
+                && w[0]
+                    .2
+                    .contains(&format!("juju run {survivor} rebuild-cluster"))
+        });
+        eprintln!("{point}: blocked after {:.1} s", t.elapsed().as_secs_f64());
+        let root = m.root(&survivor);
+        let _ = std::fs::remove_file(root.join("failpoint.fired"));
+        std::fs::write(root.join("failpoint"), point).unwrap();
+        let (done, v) = run_action(&m, &survivor, "rebuild-cluster", &[]);
+        assert!(!done, "{point}: the action was not killed: {v}");
+        assert!(root.join("failpoint.fired").exists(), "{point} never fired");
+        std::fs::remove_file(root.join("failpoint")).unwrap();
+        if again {
+            let (done, v) = run_action(&m, &survivor, "rebuild-cluster", &[]);
+            assert!(done, "{point}: run again: {v}");
+        }
+        until_workloads(&m, &format!("{point}: the survivor healthy alone"), |w| {
+            w.len() == 1 && w[0].1 == "active" && w[0].2 == "Healthy with 1 known peer"
+        });
+        eprintln!(
+            "{point}: healthy alone after {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        let conf =
+            std::fs::read_to_string(etcd_charm::paths::Paths::new(&root).config_file()).unwrap();
+        assert!(
+            !conf.contains("\nforce-new-cluster:"),
+            "{point}: the flag stayed"
+        );
+        assert_keys(&m.endpoint(&survivor), "dr", KEYS);
+        assert_eq!(m.cluster_id(), cluster, "{point}");
+        m.ok(&["add-unit", "etcd"]);
+        m.assert_all_healthy(2);
+        eprintln!(
+            "{point}: two again after {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+}

@@ -135,12 +135,28 @@ impl Applier<'_> {
                     .is_some_and(|u| etcd::block_on(etcd::member_status(u)).is_ok())
             })
             .count();
-        if !target.is_learner && (remaining.is_empty() || healthy < remaining.len() / 2 + 1) {
+        // The removal is itself a raft proposal: without a quorum now (a
+        // dead target among too few voters) it cannot commit, and would be
+        // retried for MEMBERSHIP_RETRY in vain.
+        let target_up = target
+            .client_urls
+            .first()
+            .is_some_and(|u| etcd::block_on(etcd::member_status(u)).is_ok());
+        let up_now = healthy + usize::from(target_up);
+        let voters_now = remaining.len() + 1;
+        let no_quorum_now = !target.is_learner && up_now < voters_now / 2 + 1;
+        if !target.is_learner
+            && (remaining.is_empty() || healthy < remaining.len() / 2 + 1 || no_quorum_now)
+        {
             let o = self.observed;
-            let cost = format!(
-                "now it would leave {healthy} of {} remaining members healthy (no quorum)",
-                remaining.len()
-            );
+            let cost = if no_quorum_now {
+                format!("the cluster has no quorum now ({up_now} of {voters_now} voters answer)")
+            } else {
+                format!(
+                    "now it would leave {healthy} of {} remaining members healthy (no quorum)",
+                    remaining.len()
+                )
+            };
             if self.removes_self(&Step::RemoveMember {
                 name: name.into(),
                 id,

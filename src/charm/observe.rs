@@ -361,6 +361,7 @@ pub fn observe_with(
         data_fs_bytes: super::alarms::fs_size(&paths.data_dir()),
         open_backups: super::backups::observe(paths),
         quorum,
+        rebuild_copied: copied_since_config(paths),
         cert_dates: tls.as_ref().map(|_| super::expiry::observe(paths)),
         snap,
         tls,
@@ -368,6 +369,24 @@ pub fn observe_with(
         agent: (mode == Mode::Hook).then(|| super::agent::observe(paths, service)),
     };
     Ok((observed, unread))
+}
+
+/// A `member.pre-rebuild-*` dir in the data dir at least as new as
+/// etcd.conf.yml (rebuild.rs's continuation: a killed rebuild set the old data aside).
+pub fn copied_since_config(paths: &Paths) -> bool {
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(config) = modified(&paths.config_file()) else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(paths.data_dir()) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with("member.pre-rebuild-")
+            && modified(&e.path()).is_some_and(|t| t >= config)
+    })
 }
 
 /// For code that runs without observe (actions, nrpe checks): the client

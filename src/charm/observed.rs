@@ -132,6 +132,10 @@ pub struct Observed {
     /// Every voter's answer, read only when this unit's member answers
     /// without a raft leader (majority.rs).
     pub quorum: Option<QuorumSeen>,
+    /// A `member.pre-rebuild-*` copy in the data dir newer than
+    /// etcd.conf.yml: a rebuild killed part-way already set the old data
+    /// aside (rebuild.rs).
+    pub rebuild_copied: bool,
 }
 
 impl Observed {

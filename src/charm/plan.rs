@@ -317,6 +317,25 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
         return p;
     }
 
+    // A rebuild killed part-way (rebuild.rs): finished before anything else.
+    if super::desired::continues_rebuild(o) {
+        let stamp = crate::stamp::utc_stamp(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(o.certs.now.max(0) as u64),
+        );
+        match super::rebuild::continuation(o, paths, &stamp) {
+            Ok(steps) => {
+                p.steps.extend(steps);
+                p.status.push((
+                    StatusKind::Maintenance,
+                    "Rebuilding the cluster from this member (force-new-cluster)".into(),
+                ));
+            }
+            Err(e) => p
+                .status
+                .push((StatusKind::Blocked, format!("rebuild-cluster: {e}"))),
+        }
+        return p;
+    }
     if let Some(msg) = foreign_cluster(o) {
         // Nothing to clients, no membership step: which cluster is the
         // real one is the operator's call.

@@ -24,7 +24,7 @@ fn bag(kv: &[(&str, &str)]) -> Databag {
         .collect()
 }
 
-fn canonical(ids: Option<WalIds>) -> Location {
+pub(super) fn canonical(ids: Option<WalIds>) -> Location {
     Location {
         path: paths().data_dir(),
         role: Role::Canonical,
@@ -80,6 +80,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         certs: Default::default(),
         open_backups: Vec::new(),
         quorum: None,
+        rebuild_copied: false,
         alarms: Vec::new(),
         data_fs_bytes: None,
         tls: None,
@@ -88,7 +89,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
     }
 }
 
-const IDS: WalIds = WalIds {
+pub(super) const IDS: WalIds = WalIds {
     member_id: 0xaa,
     cluster_id: 0xcc,
 };

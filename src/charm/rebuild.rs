@@ -75,8 +75,28 @@ pub fn plan(
     force: bool,
     stamp: &str,
 ) -> std::result::Result<Plan, String> {
+    if super::desired::continues_rebuild(o) {
+        return Ok(Plan {
+            steps: continuation(o, paths, stamp)?,
+            status: vec![(
+                StatusKind::Active,
+                "resumed the rebuild this unit's etcd.conf.yml records (force-new-cluster)".into(),
+            )],
+            ..Default::default()
+        });
+    }
     let Some(local) = o.local.as_ref() else {
-        return Err("this unit's member does not answer: it cannot be rebuilt from; run rebuild-cluster on a unit whose member answers".into());
+        if !force {
+            return Err("this unit's member does not answer (etcd serves no client before a quorum elects a leader, so a member restarted since the loss never does): its data cannot be compared with the others'; rebuild from a member that answers, or force=true to rebuild from this one as it is on disk".into());
+        }
+        return Ok(Plan {
+            steps: steps(o, paths, None, stamp)?,
+            status: vec![(
+                StatusKind::Active,
+                "rebuilt from this member as it was on disk (force=true; it did not answer)".into(),
+            )],
+            ..Default::default()
+        });
     };
     if local.leads_alone() {
         return Err("this member already answers as the only voter: nothing to rebuild".into());
@@ -101,55 +121,115 @@ pub fn plan(
             majority::unit_of(o, best)
         ));
     }
-    let Some(text) = o.config_text.as_deref() else {
-        return Err("no etcd.conf.yml: let a hook write it first".into());
-    };
-    let normal = render::parse_etcd_config(text).map_err(|e| {
-        format!("etcd.conf.yml is not one this charm wrote ({e}); let a hook write it first")
-    })?;
-    let forced = render::EtcdConfig {
-        force_new_cluster: true,
-        ..normal.clone()
-    };
-    let normal = render::EtcdConfig {
-        force_new_cluster: false,
-        ..normal
-    };
-    let write = |c: &render::EtcdConfig, why: &str| Step::WriteConfig {
-        text: render::render_etcd_config(c),
-        why: why.into(),
-        config: Box::new(c.clone()),
-    };
-    let file = paths
-        .backup_dir()
-        .join(format!("etcd-snapshot-pre-rebuild-{stamp}.db"));
-    let data_dir = std::path::PathBuf::from(&normal.data_dir);
-    let steps = vec![
-        Step::Rebuild(RebuildStep::Snapshot {
-            endpoint: local.endpoint.clone(),
-            file,
-        }),
-        Step::StopEtcd,
-        Step::Rebuild(RebuildStep::CopyAside {
-            data_dir: paths.host(&data_dir),
-            stamp: stamp.into(),
-        }),
-        write(&forced, "rebuild-cluster: start alone (force-new-cluster)"),
-        Step::StartEtcd,
-        Step::Rebuild(RebuildStep::WaitAlone { member_id: me }),
-        write(&normal, "rebuild-cluster: done, the flag goes"),
-        Step::RestartEtcd,
-        Step::WaitMember,
-        Step::Publish([(REBUILT.to_string(), stamp.to_string())].into()),
-    ];
     Ok(Plan {
-        steps,
+        steps: steps(o, paths, Some(&local.endpoint), stamp)?,
         status: vec![(
             StatusKind::Active,
             format!("rebuilt from {best}: {}", loss.summary()),
         )],
         ..Default::default()
     })
+}
+
+/// This unit's etcd.conf.yml as written, with and without the flag.
+fn configs(o: &Observed) -> std::result::Result<(render::EtcdConfig, render::EtcdConfig), String> {
+    let Some(text) = o.config_text.as_deref() else {
+        return Err("no etcd.conf.yml: let a hook write it first".into());
+    };
+    let on_disk = render::parse_etcd_config(text).map_err(|e| {
+        format!("etcd.conf.yml is not one this charm wrote ({e}); let a hook write it first")
+    })?;
+    let forced = render::EtcdConfig {
+        force_new_cluster: true,
+        ..on_disk.clone()
+    };
+    let normal = render::EtcdConfig {
+        force_new_cluster: false,
+        ..on_disk
+    };
+    Ok((forced, normal))
+}
+
+fn write(c: &render::EtcdConfig, why: &str) -> Step {
+    Step::WriteConfig {
+        text: render::render_etcd_config(c),
+        why: why.into(),
+        config: Box::new(c.clone()),
+    }
+}
+
+/// The rebuild from the start: a snapshot when the member answers, the
+/// flag written before etcd stops (from then on a killed rebuild is
+/// [`continuation`]'s), then the continuation itself.
+fn steps(
+    o: &Observed,
+    paths: &Paths,
+    endpoint: Option<&str>,
+    stamp: &str,
+) -> std::result::Result<Vec<Step>, String> {
+    let (forced, _) = configs(o)?;
+    let mut v = Vec::new();
+    if let Some(endpoint) = endpoint {
+        v.push(Step::Rebuild(RebuildStep::Snapshot {
+            endpoint: endpoint.to_string(),
+            file: paths
+                .backup_dir()
+                .join(format!("etcd-snapshot-pre-rebuild-{stamp}.db")),
+        }));
+    }
+    v.push(write(
+        &forced,
+        "rebuild-cluster: start alone (force-new-cluster)",
+    ));
+    let mut rest = continuation_from(o, paths, stamp, o.active, false)?;
+    v.append(&mut rest);
+    Ok(v)
+}
+
+/// What is left of a rebuild once etcd.conf.yml says `force-new-cluster`:
+/// etcd stopped, `member/` copied aside unless a copy newer than that
+/// config exists, started alone, the flag dropped with one restart. The
+/// next hook applies it too.
+pub fn continuation(
+    o: &Observed,
+    paths: &Paths,
+    stamp: &str,
+) -> std::result::Result<Vec<Step>, String> {
+    continuation_from(o, paths, stamp, o.active, o.rebuild_copied)
+}
+
+fn continuation_from(
+    o: &Observed,
+    paths: &Paths,
+    stamp: &str,
+    running: bool,
+    copied: bool,
+) -> std::result::Result<Vec<Step>, String> {
+    let (_, normal) = configs(o)?;
+    let Some(ids) = o.local_ids() else {
+        return Err("this unit's data dir holds no member to rebuild from".into());
+    };
+    let mut v = Vec::new();
+    if running {
+        v.push(Step::StopEtcd);
+    }
+    if !copied {
+        v.push(Step::Rebuild(RebuildStep::CopyAside {
+            data_dir: paths.host(std::path::Path::new(&normal.data_dir)),
+            stamp: stamp.into(),
+        }));
+    }
+    v.extend([
+        Step::StartEtcd,
+        Step::Rebuild(RebuildStep::WaitAlone {
+            member_id: ids.member_id,
+        }),
+        write(&normal, "rebuild-cluster: done, the flag goes"),
+        Step::RestartEtcd,
+        Step::WaitMember,
+        Step::Publish([(REBUILT.to_string(), stamp.to_string())].into()),
+    ]);
+    Ok(v)
 }
 
 /// The action: observe as config-changed does, plan, apply; the results
@@ -229,10 +309,12 @@ pub fn action(ctx: &crate::context::HookContext, tools: &HookTools) -> Result<Da
 mod tests {
     use super::*;
     use crate::charm::majority::QuorumSeen;
-    use crate::charm::plan_tests::{fresh, member, sees};
+    use crate::charm::plan_tests::{canonical, fresh, member, sees, IDS};
 
     fn stuck(indexes: &[Option<u64>], gone: bool) -> Observed {
         let mut o = fresh(false);
+        o.disk.locations = vec![canonical(Some(IDS))];
+        o.active = true;
         let members: Vec<_> = indexes
             .iter()
             .enumerate()
@@ -262,9 +344,11 @@ mod tests {
                 .map(|i| (format!("etcd/{i}"), "active".to_string()))
                 .collect()
         });
-        let mut c = crate::render::tests::three_members_tls();
+        let mut c = crate::render::tests::three_members();
         c.name = "etcd0".into();
-        o.config_text = Some(crate::render::render_etcd_config(&c));
+        let text = crate::render::render_etcd_config(&c);
+        o.disk.config = Some(crate::layout::parse_found_config(&text));
+        o.config_text = Some(text);
         o
     }
 
@@ -281,9 +365,9 @@ mod tests {
             keys,
             [
                 "rebuild-snapshot",
+                "write-config",
                 "stop",
                 "rebuild-copy-aside",
-                "write-config",
                 "start",
                 "rebuild-wait-alone",
                 "write-config",
@@ -318,7 +402,7 @@ mod tests {
             .contains("quorum"));
         let mut silent = stuck(&[Some(40), None, None], true);
         silent.local = None;
-        assert!(plan(&silent, &paths(), true, "s")
+        assert!(plan(&silent, &paths(), false, "s")
             .unwrap_err()
             .contains("does not answer"));
         let behind = stuck(&[Some(40), Some(55), None, None, None], true);
@@ -330,6 +414,81 @@ mod tests {
         assert!(
             plan(&behind, &paths(), true, "s").is_ok(),
             "force=true goes ahead"
+        );
+    }
+
+    fn keys(steps: &[Step]) -> Vec<&'static str> {
+        steps.iter().map(crate::charm::apply::step_key).collect()
+    }
+
+    #[test]
+    fn a_killed_rebuild_is_finished_by_the_next_hook_without_a_turn() {
+        let mut o = stuck(&[Some(40), None, None], true);
+        let mut c = crate::render::parse_etcd_config(o.config_text.as_deref().unwrap()).unwrap();
+        c.force_new_cluster = true;
+        let text = crate::render::render_etcd_config(&c);
+        o.config_text = Some(text.clone());
+        o.disk.config = Some(crate::layout::parse_found_config(&text));
+        // Killed after the flag was written: etcd runs the old membership.
+        let p = crate::charm::plan::plan(&o, &paths(), None);
+        let got = keys(&p.steps);
+        let from = got
+            .iter()
+            .position(|k| *k == "stop")
+            .unwrap_or_else(|| panic!("no stop: {:?} {:?}", p.steps, p.status));
+        assert_eq!(
+            got[from..],
+            [
+                "stop",
+                "rebuild-copy-aside",
+                "start",
+                "rebuild-wait-alone",
+                "write-config",
+                "restart",
+                "wait-member",
+                "publish"
+            ],
+            "{:?}",
+            p.steps
+        );
+        assert!(!got.contains(&"take-turn"), "no quorum to keep: {got:?}");
+        // Killed after the copy, etcd stopped: start alone, no second copy.
+        o.active = false;
+        o.local = None;
+        o.rebuild_copied = true;
+        let p = crate::charm::plan::plan(&o, &paths(), None);
+        let got = keys(&p.steps);
+        assert!(
+            !got.contains(&"stop") && !got.contains(&"rebuild-copy-aside"),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&"start") && got.contains(&"rebuild-wait-alone"),
+            "{got:?}"
+        );
+        // The action run again resumes the same way.
+        let p = plan(&o, &paths(), false, "s").unwrap();
+        assert_eq!(keys(&p.steps)[0], "start");
+    }
+
+    #[test]
+    fn a_member_that_does_not_answer_is_rebuilt_from_only_with_force() {
+        let mut o = stuck(&[Some(40), None, None], true);
+        o.local = None;
+        o.active = false;
+        assert!(plan(&o, &paths(), false, "s")
+            .unwrap_err()
+            .contains("force=true"));
+        let p = plan(&o, &paths(), true, "s").unwrap();
+        assert_eq!(
+            keys(&p.steps)[..4],
+            [
+                "write-config",
+                "rebuild-copy-aside",
+                "start",
+                "rebuild-wait-alone"
+            ],
+            "no snapshot from a member that does not answer: the copy aside is the backup"
         );
     }
 

@@ -103,7 +103,9 @@ pub fn gate(o: &Observed, mut p: Plan) -> Plan {
     let Some(down) = p.steps.iter().position(goes_down) else {
         return p;
     };
-    if !needs_turn(o) || leaves_first(o, &p.steps[..down]) {
+    // A rebuild under way (rebuild.rs) has no quorum to keep: the member
+    // it restarts alone is the cluster.
+    if !needs_turn(o) || leaves_first(o, &p.steps[..down]) || super::desired::continues_rebuild(o) {
         return p;
     }
     // The config that makes the restart necessary is written inside the
