@@ -449,6 +449,8 @@ fn a_healthy_leader_with_nothing_to_do_plans_nothing() {
     // Its peers were told once that it runs this config (running.rs).
     let hash = super::running::config_hash(o.config_text.as_deref().unwrap());
     o.own_bag.insert(super::running::KEY.into(), hash);
+    o.own_bag
+        .insert(super::running::VERSION_KEY.into(), "3.4.23".into());
     let p = plan(&o, &paths(), None);
     assert_eq!(p.steps, vec![]);
     assert!(p.status.is_empty());

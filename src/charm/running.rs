@@ -1,6 +1,7 @@
 //! What this unit's member runs, published on the peer relation once it is
 //! running it: `config-hash`, a digest of the etcd.conf.yml etcd was
-//! (re)started on.
+//! (re)started on, and `etcd-version`, the version the member reports (a
+//! `channel` upgrade restarts etcd on the same config).
 //!
 //! Why: a peer's status counts the voters that answer when its hook runs.
 //! A hook that ran while another member was restarting in its rolling
@@ -16,6 +17,7 @@ use super::steps::{Plan, Step};
 use crate::hooktools::Databag;
 
 pub const KEY: &str = "config-hash";
+pub const VERSION_KEY: &str = "etcd-version";
 
 /// The first 16 hex digits of the text's SHA-256: enough to tell configs
 /// apart, short enough to read in `juju show-unit`.
@@ -37,23 +39,29 @@ pub fn plan(o: &Observed, p: &mut Plan) {
                 | Step::RestartEtcd
                 | Step::Migrate(_)
                 | Step::MoveDataAside { .. }
+                | Step::SnapUpgrade(_)
         )
     });
     let (Some(text), true, false, Some(_)) = (&o.config_text, o.active, busy, &o.peer_relation)
     else {
         return;
     };
-    if o.local.is_none() {
+    let Some(local) = &o.local else {
         // Running but not answering: not yet what it was started on.
         return;
-    }
-    let hash = config_hash(text);
-    if o.own_bag.get(KEY) == Some(&hash) {
-        return;
-    }
+    };
     let mut bag = Databag::new();
-    bag.insert(KEY.into(), hash);
-    p.steps.push(Step::Publish(bag));
+    let hash = config_hash(text);
+    if o.own_bag.get(KEY) != Some(&hash) {
+        bag.insert(KEY.into(), hash);
+    }
+    let version = &local.status.version;
+    if !version.is_empty() && o.own_bag.get(VERSION_KEY) != Some(version) {
+        bag.insert(VERSION_KEY.into(), version.clone());
+    }
+    if !bag.is_empty() {
+        p.steps.push(Step::Publish(bag));
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +101,31 @@ mod tests {
         let mut p = Plan::default();
         plan(&o, &mut p);
         assert_eq!(published(&p), None, "published again: {:?}", p.steps);
+    }
+
+    /// A channel upgrade restarts etcd on the same config: the new version
+    /// is the change that runs every peer's hook once the member is back.
+    #[test]
+    fn a_member_back_on_another_version_publishes_it() {
+        let mut o = running("name: etcd0\n");
+        o.own_bag.insert(KEY.into(), config_hash("name: etcd0\n"));
+        o.local.as_mut().unwrap().status.version = "3.4.30".into();
+        let bag_of = |o: &Observed| {
+            let mut p = Plan::default();
+            plan(o, &mut p);
+            p.steps.iter().find_map(|s| match s {
+                Step::Publish(b) => Some(b.clone()),
+                _ => None,
+            })
+        };
+        let bag = bag_of(&o).expect("published");
+        assert_eq!(bag.get(VERSION_KEY).map(String::as_str), Some("3.4.30"));
+        assert_eq!(bag.get(KEY), None, "the hash did not change: {bag:?}");
+        o.own_bag.insert(VERSION_KEY.into(), "3.4.30".into());
+        assert_eq!(bag_of(&o), None);
+        o.local.as_mut().unwrap().status.version = "3.5.16".into();
+        let bag = bag_of(&o).expect("published after the upgrade");
+        assert_eq!(bag.get(VERSION_KEY).map(String::as_str), Some("3.5.16"));
     }
 
     #[test]
