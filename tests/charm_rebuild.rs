@@ -34,17 +34,6 @@ fn until_workloads(m: &Model, what: &str, done: impl Fn(&[(String, String, Strin
     }
 }
 
-/// `run-action` as JSON: (completed, answer).
-fn run_action(m: &Model, unit: &str, name: &str, params: &[&str]) -> (bool, serde_json::Value) {
-    let mut args = vec!["run-action", unit, name, "--format", "json"];
-    args.extend_from_slice(params);
-    let out = m.run(&args);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let v: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text} {out:?}"));
-    (v["status"] == "completed", v)
-}
-
 fn lose_the_majority_and_rebuild(n: usize, lost: usize) {
     let m = Model::new();
     let (units, _f0, eps) = move_model_to_tls(&m, "v4-ca", |m| m.deploy(n as u32));
@@ -89,11 +78,11 @@ fn lose_the_majority_and_rebuild(n: usize, lost: usize) {
 
     // Not from a member that knows less, without force.
     if let Some(other) = keep.iter().find(|u| **u != named) {
-        let (done, v) = run_action(&m, other, "rebuild-cluster", &[]);
+        let (done, v) = m.run_action(other, "rebuild-cluster", &[]);
         assert!(!done, "{v}");
     }
     let started = Instant::now();
-    let (done, v) = run_action(&m, &named, "rebuild-cluster", &[]);
+    let (done, v) = m.run_action(&named, "rebuild-cluster", &[]);
     assert!(done, "rebuild-cluster on {named}: {v}");
     let writable = started.elapsed();
     let survivor = format!("https://{}:2379", m.address(&named));
@@ -210,12 +199,12 @@ fn a_rebuild_killed_after_a_step_is_continued_by_the_action_or_the_next_hook() {
         let root = m.root(&survivor);
         let _ = std::fs::remove_file(root.join("failpoint.fired"));
         std::fs::write(root.join("failpoint"), point).unwrap();
-        let (done, v) = run_action(&m, &survivor, "rebuild-cluster", &[]);
+        let (done, v) = m.run_action(&survivor, "rebuild-cluster", &[]);
         assert!(!done, "{point}: the action was not killed: {v}");
         assert!(root.join("failpoint.fired").exists(), "{point} never fired");
         std::fs::remove_file(root.join("failpoint")).unwrap();
         if again {
-            let (done, v) = run_action(&m, &survivor, "rebuild-cluster", &[]);
+            let (done, v) = m.run_action(&survivor, "rebuild-cluster", &[]);
             assert!(done, "{point}: run again: {v}");
         }
         until_workloads(&m, &format!("{point}: the survivor healthy alone"), |w| {

@@ -92,6 +92,17 @@ impl Model {
         text(&out.stdout)
     }
 
+    /// `run-action` as JSON: (completed, the whole answer).
+    pub fn run_action(&self, unit: &str, name: &str, params: &[&str]) -> (bool, serde_json::Value) {
+        let mut args = vec!["run-action", unit, name, "--format", "json"];
+        args.extend_from_slice(params);
+        let out = self.run(&args);
+        let t = text(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(&t)
+            .unwrap_or_else(|e| panic!("run-action {name}: {e}: {t} {out:?}"));
+        (v["status"] == "completed", v)
+    }
+
     pub fn deploy(&self, n: u32) {
         self.deploy_with(n, &[]);
     }
