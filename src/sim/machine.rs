@@ -3,7 +3,7 @@
 //! so units, drop-ins, `Restart=`, enablement at boot and journald behave as
 //! on a VM. The network and the rest of the file system are the host's; the
 //! machine's own `/etc/systemd/system`, `/var/snap`, `/snap`, `/var/log`,
-//! `/media` are bound from the unit's root (so they survive reboots), `/run`
+//! `/media`, `/home` are bound from the unit's root (so they survive reboots), `/run`
 //! is a private tmpfs, and `/etc` is the machine's own as on a VM: an overlay
 //! on the host's, its changes kept in the unit's dir (so a charm's fstab line
 //! goes to the machine's `/etc/fstab`, never the host's, and survives a
@@ -105,12 +105,15 @@ exec "$systemd" --system --unit=multi-user.target
 /// The directories every machine keeps for itself, under the unit's root.
 /// `/media` too: the charm mounts its `data` volume at `/media/etcd`, and
 /// the bare mount point must be the machine's, as on a VM's root disk.
+/// `/home`: snapshots and pre-restore backups land in `/home/ubuntu`, one
+/// machine's never beside another's (or the host's).
 pub const OWN_DIRS: &[&str] = &[
     "/etc/systemd/system",
     "/var/snap",
     "/snap",
     "/var/log",
     "/media",
+    "/home",
 ];
 
 /// The exit code of the boot script when the machine's own /etc did not
@@ -513,6 +516,7 @@ mod tests {
         let binds = BOOT_SCRIPT.find("mount --bind").unwrap();
         assert!(overlay < binds);
         assert!(OWN_DIRS.contains(&"/media"));
+        assert!(OWN_DIRS.contains(&"/home"));
         let (upper, work) = etc_dirs(Path::new("/m/units/etcd-0"));
         assert_eq!(upper, Path::new("/m/units/etcd-0/machine-etc/upper"));
         assert_eq!(work, Path::new("/m/units/etcd-0/machine-etc/work"));
