@@ -91,6 +91,7 @@ pub mod private;
 pub mod render;
 pub mod restart;
 pub mod rolling;
+pub mod s3;
 pub mod service;
 pub mod settable;
 pub mod sim;

@@ -63,6 +63,8 @@ pub fn run(name: &str, tools: &HookTools, paths: &Paths) -> Result<Databag> {
         "package-client-credentials" => super::actions_creds::package(&ctx),
         "debug" => super::actions_debug::debug(&ctx),
         "restore" => super::actions_restore::restore(&ctx),
+        "create-backup" => super::actions_backup::create_backup(&ctx),
+        "list-backups" => super::actions_backup::list_backups(&ctx),
         // Declared with the Python charm's names so a runbook gets an
         // answer it can act on instead of "action not defined".
         "cis-benchmark" => Err(Error::Other(

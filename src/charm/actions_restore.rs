@@ -157,36 +157,28 @@ fn set_leader_data(ctx: &ActionCtx, hook: &HookContext, d: &Databag) -> Result<(
 /// Stages and checks the snapshot, takes the backup: the request, or why
 /// not (nothing changed then).
 fn prepare(ctx: &ActionCtx, leader: &LeaderData, out: &mut Databag) -> Result<Request> {
-    let given = ctx.string("path");
-    let source = if given.is_empty() {
-        ctx.tools.resource_get("snapshot").map_err(|e| {
-            Error::Other(format!(
-                "no path given and no snapshot resource ({e}): run with path=<snapshot file on the unit>, or attach one with juju attach-resource <app> snapshot=<file>; nothing was changed"
-            ))
-        })?
-    } else {
-        ctx.paths.from_config(&given)
-    };
-    if !source.is_file() {
-        return Err(Error::Other(format!(
-            "{} is not a file on {}: copy the snapshot there (juju scp) and run again; nothing was changed",
-            source.display(),
-            ctx.unit
-        )));
-    }
     let id = crate::stamp::utc_stamp(SystemTime::now());
     let dir = ctx.paths.backup_dir();
-    crate::private::dir(&dir).map_err(io("creating", &dir))?;
-    let staged = stage(&source, &dir.join(format!("restore-{id}.db")))?;
+    let dest = dir.join(format!("restore-{id}.db"));
+    let backup_id = ctx.string("backup-id");
+    let (source, staged) = if backup_id.is_empty() {
+        let source = local_source(ctx)?;
+        crate::private::dir(&dir).map_err(io("creating", &dir))?;
+        let staged = stage(&source, &dest)?;
+        (source.display().to_string(), staged)
+    } else {
+        // From the bucket: checked against its stored sha256 on the way.
+        crate::private::dir(&dir).map_err(io("creating", &dir))?;
+        super::actions_backup::download(ctx, &backup_id, &dest)?;
+        out.insert("restore.backup-id".into(), backup_id.clone());
+        (format!("backup {backup_id}"), dest)
+    };
     let sha256 = sha256_file(&staged)?;
     let service = crate::service::Service::from_env(ctx.paths.clone(), "auto");
     let tool = restore::snapshot_tool(&service, false)
         .ok_or_else(|| Error::Other("neither etcdutl nor etcdctl is installed".into()))?;
     let status = restore::snapshot_status(&tool, &staged)?;
-    ctx.log(&format!(
-        "snapshot {} (sha256 {sha256}): {status}",
-        source.display()
-    ));
+    ctx.log(&format!("snapshot {source} (sha256 {sha256}): {status}"));
     let old_cluster = old_cluster(ctx, leader)?;
     if ctx.boolean("skip-backup") {
         out.insert(
@@ -217,6 +209,28 @@ fn prepare(ctx: &ActionCtx, leader: &LeaderData, out: &mut Databag) -> Result<Re
         old_cluster,
         file: staged,
     })
+}
+
+/// The file `path=` names, else the `snapshot` resource.
+fn local_source(ctx: &ActionCtx) -> Result<PathBuf> {
+    let given = ctx.string("path");
+    let source = if given.is_empty() {
+        ctx.tools.resource_get("snapshot").map_err(|e| {
+            Error::Other(format!(
+                "no path or backup-id given and no snapshot resource ({e}): run with path=<snapshot file on the unit> or backup-id=<one of list-backups>, or attach one with juju attach-resource <app> snapshot=<file>; nothing was changed"
+            ))
+        })?
+    } else {
+        ctx.paths.from_config(&given)
+    };
+    if !source.is_file() {
+        return Err(Error::Other(format!(
+            "{} is not a file on {}: copy the snapshot there (juju scp) and run again; nothing was changed",
+            source.display(),
+            ctx.unit
+        )));
+    }
+    Ok(source)
 }
 
 /// The snapshot copied (or, from a `.tar.gz` such as the Python charm's

@@ -8,6 +8,7 @@
 
 mod action_support;
 pub mod actions;
+pub mod actions_backup;
 pub mod actions_creds;
 pub mod actions_debug;
 pub mod actions_ops;
@@ -56,6 +57,7 @@ mod rebuild_apply;
 pub mod restore;
 mod restore_apply;
 mod running;
+pub mod s3_params;
 pub mod scrape_jobs;
 pub mod snap_upgrade;
 mod snap_upgrade_apply;
