@@ -300,6 +300,28 @@ fn s3_failures_are_named_and_change_nothing_and_a_multipart_backup_round_trips()
     let out = etcdctl(&ep, &["get", "big/17", "--print-value-only"]);
     assert_eq!(out.stdout.len(), (1 << 20) + 1, "big/17 restored whole");
 
+    // The agent's scheduled snapshots go to the bucket too (one uploader:
+    // the raft leader's agent), and list as backups.
+    let before = s3.objects(PATH).len();
+    m.ok(&[
+        "config",
+        "etcd",
+        "agent_check_interval=1s",
+        "agent_snapshot_interval=3s",
+    ]);
+    m.ok(&["settle"]);
+    wait_until(
+        "a scheduled snapshot in the bucket",
+        Duration::from_secs(90),
+        || s3.objects(PATH).len() >= before + 2,
+    );
+    m.ok(&["config", "etcd", "agent_snapshot_interval=0"]);
+    m.ok(&["settle"]);
+    let listed = done(&m, &s3, "etcd/0", "list-backups", &[]);
+    let table = listed["backups"].as_str().unwrap_or_default().to_string();
+    let finished = table.lines().filter(|l| l.ends_with("| finished")).count();
+    assert!(finished >= 3, "{table}");
+
     // Wrong keys: refused by the store, by name.
     sync_keys(&m, &s3.access_key, "wrong-secret-key-0000000000000000");
     for action in ["create-backup", "list-backups"] {

@@ -16,6 +16,7 @@
 //! - `scrape`  — the second listener, `/metrics` only, for Prometheus
 //!   (TLS with client certificates, or plain by the operator's leave).
 //! - `run`     — the loop: observe, decide, act.
+//! - `upload`  — scheduled snapshots to the s3-parameters bucket.
 //! - `service` — the systemd unit (snap backend) or the detached process
 //!   (direct backend) the charm runs it as.
 //!
@@ -29,3 +30,4 @@ pub mod run;
 pub mod scrape;
 pub mod service;
 pub mod state;
+pub mod upload;

@@ -301,7 +301,7 @@ impl Agent {
                 break;
             }
             match (a, me) {
-                (Action::Snapshot, _) => self.snapshot(&ep, mem),
+                (Action::Snapshot, _) => self.snapshot(&ep, me, mem),
                 (Action::Defrag { fragmentation }, Some(m)) => self.defrag(
                     &ep,
                     m,
@@ -324,11 +324,26 @@ impl Agent {
         self.with_state(|s| s.error(msg));
     }
 
-    fn snapshot(&self, ep: &str, mem: &mut Memory) {
+    fn snapshot(&self, ep: &str, me: Option<&decide::MemberSeen>, mem: &mut Memory) {
         match self.take_snapshot(ep) {
             Ok(r) => {
                 info!("scheduled snapshot {} ({} bytes)", r.path, r.size);
                 mem.problems.remove("snapshot");
+                match super::upload::after_snapshot(&self.paths, &r.path, me) {
+                    None => {}
+                    Some(Ok(id)) => {
+                        info!("scheduled snapshot uploaded as backup {id}");
+                        mem.problems.remove("upload");
+                        self.with_state(|s| {
+                            s.uploads_total += 1;
+                            s.last_upload = Some(id);
+                        });
+                    }
+                    Some(Err(e)) => {
+                        self.with_state(|s| s.upload_failures += 1);
+                        self.fail(mem, "upload", e);
+                    }
+                }
                 self.prune();
                 self.with_state(|s| {
                     s.snapshots_total += 1;

@@ -58,6 +58,14 @@ pub struct AgentState {
     pub snapshots_total: u64,
     pub snapshot_failures: u64,
     pub snapshots_kept: usize,
+    /// Scheduled snapshots uploaded to the s3-parameters bucket, failed
+    /// uploads, and the last one's backup id.
+    #[serde(default)]
+    pub uploads_total: u64,
+    #[serde(default)]
+    pub upload_failures: u64,
+    #[serde(default)]
+    pub last_upload: Option<String>,
     pub last_defrag: Option<DefragRecord>,
     pub defrags: VecDeque<DefragRecord>,
     pub defrags_total: u64,
@@ -135,6 +143,18 @@ impl AgentState {
             "Scheduled snapshots taken.",
             "counter",
             self.snapshots_total as f64,
+        );
+        gauge(
+            "uploads_total",
+            "Scheduled snapshots uploaded to the s3-parameters bucket.",
+            "counter",
+            self.uploads_total as f64,
+        );
+        gauge(
+            "upload_failures_total",
+            "Uploads to the s3-parameters bucket that failed.",
+            "counter",
+            self.upload_failures as f64,
         );
         gauge(
             "snapshot_failures_total",

@@ -205,6 +205,7 @@ impl Applier<'_> {
             Step::VerifyMember(ids) => return self.verify_member(*ids),
             Step::SnapdRefresh(r) => self.service.set_snapd_refresh(r)?,
             Step::Monitoring(m) => super::monitoring::apply(m, self.tools, self.paths)?,
+            Step::S3(s) => super::s3_handoff::apply(s, self.paths)?,
             // Held across steps: apply() runs them (charm/turn.rs).
             Step::TakeTurn { .. } | Step::ReleaseTurn => {}
             Step::SnapUpgrade(u) => return self.snap_upgrade(u),
@@ -370,6 +371,7 @@ pub fn step_key(s: &Step) -> &'static str {
         Step::WriteDropIn => "write-dropin",
         Step::RemoveDropIn => "remove-dropin",
         Step::TightenBackups(_) => "tighten-backups",
+        Step::S3(_) => "s3-handoff",
         Step::SetLeaderData(_) => "set-leader-data",
         Step::Publish(_) => "publish",
         Step::PublishClient { .. } => "publish-client",

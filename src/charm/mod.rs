@@ -57,6 +57,7 @@ mod rebuild_apply;
 pub mod restore;
 mod restore_apply;
 mod running;
+pub mod s3_handoff;
 pub mod s3_params;
 pub mod scrape_jobs;
 pub mod snap_upgrade;

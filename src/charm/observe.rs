@@ -321,6 +321,7 @@ pub fn observe_with(
         (mode == Mode::Hook).then_some(tools),
     )?;
     let monitoring = super::monitoring::observe(ctx, tools, paths, service, is_leader, mode, u)?;
+    let s3 = super::s3_handoff::observe(tools, paths, mode, u)?;
     let alarms = match &local {
         Some(v) => super::alarms::observe(&v.endpoint, Some(v)),
         None => Vec::new(),
@@ -354,6 +355,7 @@ pub fn observe_with(
         cluster,
         endpoints: super::endpoints::observe(ctx, tools, mode, u, &monitoring.related)?,
         monitoring,
+        s3,
         fresh_token: super::token::generate(),
         leader_seen: is_leader.then_some(asked_leader),
         goal_units,

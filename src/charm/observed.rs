@@ -92,6 +92,8 @@ pub struct Observed {
     pub cluster: Option<ClusterView>,
     /// The prometheus, grafana and nrpe-external-master endpoints.
     pub monitoring: Monitoring,
+    /// The s3-parameters relation and the agent's copy of it.
+    pub s3: super::s3_handoff::S3Seen,
     /// A freshly generated candidate token (or why none could be had): the
     /// randomness is read here so the plan stays pure; the plan uses it
     /// only when no record of a token exists and it must create one.

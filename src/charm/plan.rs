@@ -305,6 +305,7 @@ fn plan_steps(o: &Observed, paths: &Paths, dropin: Option<String>) -> Plan {
     }
 
     super::monitoring::plan(o, paths, &mut p);
+    super::s3_handoff::plan(o, &mut p);
     if o.event == Event::Stop {
         plan_stop(o, &mut p);
         return p;

@@ -71,6 +71,7 @@ pub(crate) fn fresh(leader: bool) -> Observed {
         local: None,
         cluster: None,
         monitoring: Default::default(),
+        s3: Default::default(),
         fresh_token: Ok("FRESH0TOKEN00001".into()),
         leader_seen: None,
         goal_units: None,

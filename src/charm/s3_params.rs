@@ -9,7 +9,7 @@ use crate::hooktools::Databag;
 pub const ENDPOINT: &str = "s3-parameters";
 
 /// Where backups go and how to reach it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct S3Params {
     pub bucket: String,
     /// None: AWS itself (the region's endpoint).

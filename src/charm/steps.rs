@@ -96,6 +96,8 @@ pub enum Step {
     Tls(TlsStep),
     /// Keyspace copies and their dirs made root-only (backups.rs).
     TightenBackups(Vec<PathBuf>),
+    /// The bucket's parameters for the agent's uploads (s3_handoff.rs).
+    S3(super::s3_handoff::S3Step),
 }
 
 impl std::fmt::Display for Step {
@@ -164,6 +166,7 @@ impl std::fmt::Display for Step {
             Step::Rebuild(r) => write!(f, "{r}"),
             Step::Agent(a) => write!(f, "{a}"),
             Step::Tls(t) => write!(f, "{t}"),
+            Step::S3(s) => write!(f, "{s}"),
         }
     }
 }
