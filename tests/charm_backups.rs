@@ -341,3 +341,70 @@ fn s3_failures_are_named_and_change_nothing_and_a_multipart_backup_round_trips()
     assert_keys(&ep, "small", 10);
     assert_logs_clean(&m, &s3);
 }
+
+/// Issue 21.6, measured, not asserted (`BACKUP_MIB=1024 cargo test --test
+/// charm_backups -- --ignored --nocapture measure`): create-backup beside
+/// the by-hand floor (`etcdctl snapshot save`, then boto3's upload_file, as
+/// `aws s3 cp` does it), and a restore from the bucket beside one from the
+/// same snapshot on the unit, on 3 units.
+#[test]
+#[ignore]
+fn measure_s3_backup_and_restore() {
+    let Some(s3) = S3Server::start(module_path!()) else {
+        return;
+    };
+    let mib: usize = std::env::var("BACKUP_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let m = Model::new();
+    m.deploy(3);
+    m.assert_all_healthy(3);
+    let ep = m.endpoint("etcd/0");
+    fill(&ep, mib);
+    relate_s3(&m, &s3, None);
+    let leader = m.leader();
+
+    let t = std::time::Instant::now();
+    let r = done(&m, &s3, &leader, "create-backup", &[]);
+    let backup = t.elapsed();
+    let id = r["backup-id"].as_str().unwrap().to_string();
+    let size = r["backup"]["size"].as_str().unwrap().to_string();
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("by-hand.db");
+    let t = std::time::Instant::now();
+    let out = etcdctl(&ep, &["snapshot", "save", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let code = r#"
+import sys, boto3
+c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                 aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+c.upload_file(sys.argv[5], sys.argv[4], "by-hand/snapshot.db")
+"#;
+    s3.python(
+        code,
+        &[
+            &s3.endpoint,
+            &s3.access_key,
+            &s3.secret_key,
+            BUCKET,
+            file.to_str().unwrap(),
+        ],
+    );
+    let floor = t.elapsed();
+
+    let snap = done(&m, &s3, &leader, "snapshot", &[]);
+    let local = snap["snapshot"]["path"].as_str().unwrap().to_string();
+    let t = std::time::Instant::now();
+    done(&m, &s3, &leader, "restore", &[&format!("path={local}")]);
+    settle_healthy(&m, 3);
+    let from_file = t.elapsed();
+    let t = std::time::Instant::now();
+    done(&m, &s3, &leader, "restore", &[&format!("backup-id={id}")]);
+    settle_healthy(&m, 3);
+    let from_s3 = t.elapsed();
+    eprintln!(
+        "{mib} MiB keyspace, {size}-byte snapshot: create-backup {backup:.1?}, by hand (etcdctl snapshot save + boto3 upload) {floor:.1?}; restore to 3 healthy voters from the unit's file {from_file:.1?}, from the bucket {from_s3:.1?}"
+    );
+}
