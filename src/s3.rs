@@ -164,6 +164,25 @@ impl Bucket {
         Ok((len, sum))
     }
 
+    /// A backup id no object has yet: ids are UTC seconds, so a second
+    /// backup within the same second waits for the next one rather than
+    /// overwrite the first.
+    pub async fn free_id(&self) -> Result<String> {
+        let p = &self.params;
+        for _ in 0..3 {
+            let id = crate::charm::s3_params::backup_id(std::time::SystemTime::now());
+            match self.store.head(&Key::from(p.key(&id))).await {
+                Err(object_store::Error::NotFound { .. }) => return Ok(id),
+                Err(e) => return Err(fail("looking for the backup id", p)(e)),
+                Ok(_) => tokio::time::sleep(Duration::from_millis(1000)).await,
+            }
+        }
+        Err(S3Error(format!(
+            "no free backup id under {} for 3 s: another backup is being taken",
+            p.url()
+        )))
+    }
+
     /// Every backup under the path, newest first.
     pub async fn list(&self) -> Result<Vec<Listed>> {
         let p = &self.params;

@@ -7,9 +7,8 @@
 //! The bucket keeps what it is given; its lifecycle rules prune it.
 
 use super::decide::MemberSeen;
-use crate::charm::s3_params::{backup_id, S3Params};
+use crate::charm::s3_params::S3Params;
 use std::path::Path;
-use std::time::SystemTime;
 
 /// Whether this snapshot goes to the bucket (pure).
 pub fn wanted(bucket: Option<&S3Params>, me: Option<&MemberSeen>) -> bool {
@@ -30,8 +29,8 @@ pub fn after_snapshot(
 
 /// Uploads `file`: the backup id, or why not.
 pub fn upload(p: &S3Params, file: &Path) -> Result<String, String> {
-    let id = backup_id(SystemTime::now());
     let b = crate::s3::Bucket::new(p).map_err(|e| e.to_string())?;
+    let id = crate::s3::block_on(b.free_id()).map_err(|e| e.to_string())?;
     crate::s3::block_on(b.upload(&id, file))
         .map(|_| id.clone())
         .map_err(|e| format!("backup {id} not uploaded: {e}"))

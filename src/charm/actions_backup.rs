@@ -55,7 +55,7 @@ pub fn create_backup(ctx: &ActionCtx) -> Result<Databag> {
         return Err(Error::Other(msg));
     }
     crate::private::dir(&dir).map_err(crate::error::io("creating", &dir))?;
-    let id = s3_params::backup_id(SystemTime::now());
+    let id = crate::s3::block_on(b.free_id()).map_err(|e| Error::Other(e.to_string()))?;
     let file = dir.join(format!(
         "s3-upload-{}.db",
         crate::stamp::utc_stamp(SystemTime::now())
