@@ -166,15 +166,16 @@ impl Bucket {
 
     /// A backup id no object has yet: ids are UTC seconds, so a second
     /// backup within the same second waits for the next one rather than
-    /// overwrite the first.
+    /// overwrite the first. Any other answer to the HEAD (a refusal: a
+    /// HEAD's 403 has no body to name its cause) gives the id, and the
+    /// upload that follows says what is wrong.
     pub async fn free_id(&self) -> Result<String> {
         let p = &self.params;
         for _ in 0..3 {
             let id = crate::charm::s3_params::backup_id(std::time::SystemTime::now());
             match self.store.head(&Key::from(p.key(&id))).await {
-                Err(object_store::Error::NotFound { .. }) => return Ok(id),
-                Err(e) => return Err(fail("looking for the backup id", p)(e)),
                 Ok(_) => tokio::time::sleep(Duration::from_millis(1000)).await,
+                Err(_) => return Ok(id),
             }
         }
         Err(S3Error(format!(
