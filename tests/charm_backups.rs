@@ -105,22 +105,6 @@ fn assert_logs_clean(m: &Model, s3: &S3Server) {
     }
 }
 
-fn settle_healthy(m: &Model, n: usize) {
-    // "peer" for one unit, "peers" for more.
-    let want = format!("Healthy with {n} known peer");
-    wait_until("every unit healthy", Duration::from_secs(300), || {
-        m.ok(&["settle"]);
-        let w = m.workloads();
-        let ok = w.len() == n
-            && w.iter()
-                .all(|(_, s, msg)| s == "active" && msg.starts_with(&want));
-        if !ok {
-            m.ok(&["update-status"]);
-        }
-        ok
-    });
-}
-
 fn absent(ep: &str, key: &str) -> bool {
     let out = etcdctl(ep, &["get", key, "--print-value-only"]);
     out.status.success() && out.stdout.is_empty()
@@ -175,7 +159,7 @@ fn a_backup_of_one_tls_application_restores_into_a_freshly_deployed_one() {
     let param = format!("backup-id={id}");
     let r = done(&new, &s3, &leader, "restore", &[&param]);
     assert_eq!(r["restore"]["backup-id"], id.as_str(), "{r}");
-    settle_healthy(&new, 3);
+    new.settle_healthy(3, Duration::from_secs(300));
     assert_ne!(new.cluster_id(), cluster);
     for ep in &eps {
         assert_keys(ep, "bk", 50);
@@ -291,7 +275,7 @@ fn s3_failures_are_named_and_change_nothing_and_a_multipart_backup_round_trips()
         "restore",
         &[&format!("backup-id={second}")],
     );
-    settle_healthy(&m, 1);
+    m.settle_healthy(1, Duration::from_secs(300));
     let restored = m.cluster_id();
     assert_ne!(restored, cluster, "a restore is a new cluster");
     assert_keys(&ep, "small", 10);
@@ -375,14 +359,12 @@ fn measure_s3_backup_and_restore() {
     let t = std::time::Instant::now();
     let out = etcdctl(&ep, &["snapshot", "save", file.to_str().unwrap()]);
     assert!(out.status.success());
-    let code = r#"
-import sys, boto3
-c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-                 aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+    let code = s3_support::CLIENT.to_string()
+        + r#"
 c.upload_file(sys.argv[5], sys.argv[4], "by-hand/snapshot.db")
 "#;
     s3.python(
-        code,
+        &code,
         &[
             &s3.endpoint,
             &s3.access_key,
@@ -397,11 +379,11 @@ c.upload_file(sys.argv[5], sys.argv[4], "by-hand/snapshot.db")
     let local = snap["snapshot"]["path"].as_str().unwrap().to_string();
     let t = std::time::Instant::now();
     done(&m, &s3, &leader, "restore", &[&format!("path={local}")]);
-    settle_healthy(&m, 3);
+    m.settle_healthy(3, Duration::from_secs(300));
     let from_file = t.elapsed();
     let t = std::time::Instant::now();
     done(&m, &s3, &leader, "restore", &[&format!("backup-id={id}")]);
-    settle_healthy(&m, 3);
+    m.settle_healthy(3, Duration::from_secs(300));
     let from_s3 = t.elapsed();
     eprintln!(
         "{mib} MiB keyspace, {size}-byte snapshot: create-backup {backup:.1?}, by hand (etcdctl snapshot save + boto3 upload) {floor:.1?}; restore to 3 healthy voters from the unit's file {from_file:.1?}, from the bucket {from_s3:.1?}"

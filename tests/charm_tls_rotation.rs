@@ -111,7 +111,7 @@ fn operations_on_tls_and_systemd(m: &Model) {
         "heartbeat_interval=150",
         "election_timeout=1500",
     ]);
-    settle(m, 3);
+    m.settle_healthy(3, TRANSITION);
     let took = t.elapsed();
     w.disturbance_ends();
     std::thread::sleep(Duration::from_secs(2));
@@ -133,7 +133,7 @@ fn operations_on_tls_and_systemd(m: &Model) {
     let path = format!("path={inside}");
     let (ok, v) = m.run_action(&leader, "restore", &[&path]);
     assert!(ok, "restore on TLS + systemd: {v}");
-    settle(m, 3);
+    m.settle_healthy(3, TRANSITION);
     assert_ne!(m.cluster_id(), cluster, "a restore is a new cluster");
     for ep in &eps {
         assert_keys(ep, "ops", 10);
@@ -154,7 +154,7 @@ fn operations_on_tls_and_systemd(m: &Model) {
     let data = m.data_dir(&victim);
     std::fs::rename(data.join("member/wal"), data.join("wal.lost")).unwrap();
     m.ok(&["reboot", &victim]);
-    settle(m, 3);
+    m.settle_healthy(3, TRANSITION);
     let new = m.wal_ids(&victim);
     assert_ne!(new.member_id, old.member_id, "{victim}: a new member ID");
     assert_eq!(new.cluster_id, old.cluster_id);
@@ -162,22 +162,6 @@ fn operations_on_tls_and_systemd(m: &Model) {
     for ep in &eps {
         assert_keys(ep, "ops", 10);
     }
-}
-
-/// Hooks until every unit says it is healthy with `n` peers.
-fn settle(m: &Model, n: usize) {
-    let want = format!("Healthy with {n} known peers");
-    wait_until("every unit active and healthy", TRANSITION, || {
-        m.ok(&["settle"]);
-        let w = m.workloads();
-        let ok = w.len() == n
-            && w.iter()
-                .all(|(_, s, msg)| s == "active" && msg.starts_with(&want));
-        if !ok {
-            m.ok(&["update-status"]);
-        }
-        ok
-    });
 }
 
 /// A 3-unit cluster deployed by `deploy`, moved to https from the stand-in

@@ -175,6 +175,23 @@ impl Model {
     }
 
     /// Every unit active with "Healthy with N known peers".
+    /// Settles and runs update-status until `n` units all say they are
+    /// healthy ("peer" for one unit, "peers" for more), bounded by `limit`.
+    pub fn settle_healthy(&self, n: usize, limit: Duration) {
+        let want = format!("Healthy with {n} known peer");
+        wait_until("every unit active and healthy", limit, || {
+            self.ok(&["settle"]);
+            let w = self.workloads();
+            let ok = w.len() == n
+                && w.iter()
+                    .all(|(_, s, msg)| s == "active" && msg.starts_with(&want));
+            if !ok {
+                self.ok(&["update-status"]);
+            }
+            ok
+        });
+    }
+
     pub fn assert_all_healthy(&self, n: usize) {
         let want = format!(
             "Healthy with {n} known peer{}",

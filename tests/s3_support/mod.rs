@@ -51,6 +51,13 @@ boto3.client("s3", **kw).create_bucket(Bucket=sys.argv[2])
 print(key["AccessKeyId"], key["SecretAccessKey"])
 "#;
 
+/// A boto3 client `c` from argv 1-3 (endpoint, access key, secret key).
+pub const CLIENT: &str = r#"
+import sys, boto3
+c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                 aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+"#;
+
 impl S3Server {
     /// None (after a counted skip, or a strict failure) without moto.
     pub fn start(test: &str) -> Option<S3Server> {
@@ -127,15 +134,13 @@ impl S3Server {
 
     /// The bucket's objects under `prefix`: (key, size).
     pub fn objects(&self, prefix: &str) -> Vec<(String, u64)> {
-        let code = r#"
-import sys, boto3
-c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-                 aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+        let code = CLIENT.to_string()
+            + r#"
 for o in c.list_objects_v2(Bucket=sys.argv[4], Prefix=sys.argv[5]).get("Contents", []):
     print(o["Key"], o["Size"])
 "#;
         self.python(
-            code,
+            &code,
             &[
                 &self.endpoint,
                 &self.access_key,
@@ -154,14 +159,12 @@ for o in c.list_objects_v2(Bucket=sys.argv[4], Prefix=sys.argv[5]).get("Contents
 
     /// Overwrites an object with other bytes (a corrupted backup).
     pub fn overwrite(&self, key: &str, body: &str) {
-        let code = r#"
-import sys, boto3
-c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-                 aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+        let code = CLIENT.to_string()
+            + r#"
 c.put_object(Bucket=sys.argv[4], Key=sys.argv[5], Body=sys.argv[6].encode())
 "#;
         self.python(
-            code,
+            &code,
             &[
                 &self.endpoint,
                 &self.access_key,
